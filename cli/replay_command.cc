@@ -1,0 +1,194 @@
+// `oomcast replay FILE`: replays a trace or a real PyTorch snapshot through the simulator and
+// prints peaks, fragmentation, segments, the OOM message, and for snapshots whether the
+// recorded segment decisions were reproduced.
+#include <fmt/core.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/byte_size.h"
+#include "cli/commands.h"
+#include "sim/allocator_config.h"
+#include "sim/replay.h"
+#include "sim/snapshot.h"
+#include "sim/snapshot_replay.h"
+#include "sim/trace_io.h"
+
+namespace oomcast::cli {
+namespace {
+
+struct ReplayFlags {
+  std::string file;
+  std::string alloc_conf;
+  bool alloc_conf_given = false;
+  bool json = false;
+  bool legacy_message = false;
+  bool check_invariants = false;
+  std::string device_memory;
+  std::string context_memory;
+  double memory_fraction = 0.0;
+  int device_index = 0;
+  double torch_version = 2.6;
+};
+
+std::string mib(uint64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / 1048576.0); }
+
+nlohmann::json replay_json(const sim::ReplayResult& result) {
+  nlohmann::json out;
+  out["events"] = result.events_replayed;
+  out["peak_allocated_bytes"] = result.peak_allocated_bytes;
+  out["peak_reserved_bytes"] = result.peak_reserved_bytes;
+  out["peak_allocated_event"] = result.peak_allocated_event;
+  out["reserved_at_peak_allocated_bytes"] = result.reserved_at_peak_allocated;
+  out["fragmentation_at_peak_bytes"] = result.reserved_at_peak_allocated - result.peak_allocated_bytes;
+  out["inactive_split_at_peak_bytes"] = result.inactive_split_at_peak_allocated;
+  out["segment_allocs"] = result.segment_allocs;
+  out["segment_frees"] = result.segment_frees;
+  out["num_ooms"] = result.num_ooms;
+  out["oom_message"] = result.oom ? nlohmann::json(result.oom->message) : nlohmann::json(nullptr);
+  out["oom_event"] = result.oom ? nlohmann::json(result.oom->event_index) : nlohmann::json(nullptr);
+  nlohmann::json marks = nlohmann::json::array();
+  for (const auto& mark : result.marks)
+    marks.push_back({{"label", mark.label}, {"event", mark.event_index}, {"allocated_bytes", mark.allocated_bytes},
+                     {"reserved_bytes", mark.reserved_bytes}, {"peak_allocated_bytes", mark.peak_allocated_bytes},
+                     {"peak_reserved_bytes", mark.peak_reserved_bytes}});
+  out["marks"] = marks;
+  nlohmann::json stats;
+  for (const auto& [key, value] : result.final_stats.as_flat_map()) stats[key] = value;
+  out["memory_stats"] = stats;
+  return out;
+}
+
+void print_replay_text(const std::string& file, const sim::ReplayResult& result) {
+  fmt::print("replay of {}: {} events\n", file, result.events_replayed);
+  fmt::print("  peak allocated   {:>16} B  ({}) at event {}\n", result.peak_allocated_bytes,
+             mib(result.peak_allocated_bytes), result.peak_allocated_event);
+  fmt::print("  peak reserved    {:>16} B  ({}) at event {}\n", result.peak_reserved_bytes,
+             mib(result.peak_reserved_bytes), result.peak_reserved_event);
+  fmt::print("  at the allocated peak: reserved - allocated = {}, inactive split = {}\n",
+             mib(result.reserved_at_peak_allocated - result.peak_allocated_bytes),
+             mib(result.inactive_split_at_peak_allocated));
+  const auto& stats = result.final_stats;
+  fmt::print("  segments: {} cudaMalloc, {} cudaFree, {} held at the end ({} small, {} large)\n",
+             result.segment_allocs, result.segment_frees, stats.segment.all().current,
+             stats.segment.pool(true).current, stats.segment.pool(false).current);
+  if (!result.marks.empty()) {
+    fmt::print("  {:<28} {:>14} {:>14} {:>14}\n", "mark", "allocated MiB", "reserved MiB", "peak MiB");
+    for (const auto& mark : result.marks)
+      fmt::print("  {:<28} {:>14.2f} {:>14.2f} {:>14.2f}\n", mark.label, mark.allocated_bytes / 1048576.0,
+                 mark.reserved_bytes / 1048576.0, mark.peak_allocated_bytes / 1048576.0);
+  }
+  if (result.oom) {
+    fmt::print("  OOM at event {}:\n    {}\n", result.oom->event_index, result.oom->message);
+  } else {
+    fmt::print("  no OOM\n");
+  }
+}
+
+int run_replay(const ReplayFlags& flags) {
+  sim::AllocatorConfig base;
+  base.torch_version = static_cast<int>(std::lround(flags.torch_version * 100));
+  if (sim::looks_like_snapshot_path(flags.file)) {
+    sim::Snapshot snapshot = sim::read_snapshot(flags.file);
+    sim::AllocatorConfig config = flags.alloc_conf_given ? sim::parse_alloc_conf(flags.alloc_conf, base)
+                                                         : sim::snapshot_allocator_config(snapshot);
+    config.torch_version = base.torch_version;
+    sim::SnapshotReplayReport report =
+        sim::replay_snapshot(snapshot, config, flags.file, flags.device_index, flags.check_invariants);
+    bool reproduced = !report.first_mismatch;
+    if (flags.json) {
+      nlohmann::json out = replay_json(report.replay);
+      out["events"] = report.trace.events.size();
+      nlohmann::json recorded;
+      recorded["segment_decisions"] = report.recorded_segment_decisions;
+      recorded["segment_decisions_matched"] = report.segment_decisions_matched;
+      recorded["peak_reserved_bytes"] = report.recorded_peak_reserved_bytes;
+      recorded["peak_allocated_bytes"] = report.recorded_peak_allocated_bytes;
+      recorded["block_addresses_checked"] = report.block_addresses_checked;
+      recorded["block_addresses_matched"] = report.block_addresses_matched;
+      recorded["starts_empty"] = report.starts_empty;
+      recorded["initial_segments"] = report.initial_segments;
+      recorded["initial_allocated_blocks"] = report.initial_allocated_blocks;
+      recorded["initial_reserved_bytes"] = report.initial_reserved_bytes;
+      recorded["recorded_oom"] = report.recorded_oom;
+      if (report.first_mismatch) {
+        recorded["first_mismatch"] = {{"decision_index", report.first_mismatch->decision_index},
+                                      {"snapshot_event", report.first_mismatch->snapshot_event},
+                                      {"recorded", report.first_mismatch->recorded},
+                                      {"simulated", report.first_mismatch->simulated}};
+      } else {
+        recorded["first_mismatch"] = nullptr;
+      }
+      out["recorded"] = recorded;
+      fmt::print("{}\n", out.dump(2));
+    } else {
+      print_replay_text(flags.file, report.replay);
+      if (report.starts_empty) {
+        fmt::print("  snapshot window starts on an empty allocator\n");
+      } else {
+        fmt::print("  snapshot window starts mid-run: rebuilt {} segments ({}), {} allocated blocks\n",
+                   report.initial_segments, mib(report.initial_reserved_bytes), report.initial_allocated_blocks);
+      }
+      fmt::print("  recorded segment decisions: {} of {} reproduced in order, size and address -> {}\n",
+                 report.segment_decisions_matched, report.recorded_segment_decisions,
+                 reproduced ? "REPRODUCED" : "DIVERGED");
+      if (report.first_mismatch)
+        fmt::print("    first divergence: decision {} (snapshot event {}): recorded {}, simulated {}\n",
+                   report.first_mismatch->decision_index, report.first_mismatch->snapshot_event,
+                   report.first_mismatch->recorded, report.first_mismatch->simulated);
+      fmt::print("  block addresses: {} of {} allocations placed at the recorded address\n",
+                 report.block_addresses_matched, report.block_addresses_checked);
+      fmt::print("  recorded peak reserved {} B, simulated {} B ({})\n", report.recorded_peak_reserved_bytes,
+                 report.replay.peak_reserved_bytes,
+                 report.recorded_peak_reserved_bytes == report.replay.peak_reserved_bytes ? "equal" : "DIFFERENT");
+      fmt::print("  recorded peak allocated {} B, simulated {} B ({})\n", report.recorded_peak_allocated_bytes,
+                 report.replay.peak_allocated_bytes,
+                 report.recorded_peak_allocated_bytes == report.replay.peak_allocated_bytes ? "equal" : "DIFFERENT");
+    }
+    return report.replay.oom ? 1 : 0;
+  }
+
+  sim::Trace trace = sim::read_trace_file(flags.file);
+  sim::AllocatorConfig config = sim::parse_alloc_conf(flags.alloc_conf, base);
+  sim::DeviceModel device = sim::DeviceModel::unlimited();
+  if (!flags.device_memory.empty()) device.total_bytes = parse_byte_size(flags.device_memory, "--device-memory");
+  if (!flags.context_memory.empty()) device.context_bytes = parse_byte_size(flags.context_memory, "--context-memory");
+  device.memory_fraction = flags.memory_fraction;
+  sim::ReplayOptions options;
+  options.check_invariants = flags.check_invariants;
+  options.oom_style = flags.legacy_message ? sim::OomMessageStyle::Legacy : sim::OomMessageStyle::Current;
+  sim::ReplayResult result = sim::replay(trace, config, device, options);
+  if (flags.json) {
+    fmt::print("{}\n", replay_json(result).dump(2));
+  } else {
+    print_replay_text(flags.file, result);
+  }
+  return result.oom ? 1 : 0;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<ReplayFlags>();
+  CLI::App* command = app.add_subcommand(
+      "replay", "Replay a trace (docs/trace-format.md) or a torch.cuda.memory._snapshot() pickle through the simulator");
+  command->add_option("file", flags->file, "trace file, or snapshot .pickle / .pickle.gz")->required();
+  command->add_option("--alloc-conf", flags->alloc_conf,
+                      "PYTORCH_CUDA_ALLOC_CONF to simulate (snapshots default to their recorded settings)")
+      ->each([flags](const std::string&) { flags->alloc_conf_given = true; });
+  command->add_flag("--json", flags->json, "print JSON (keys in DESIGN.md) instead of text");
+  command->add_option("--device-memory", flags->device_memory,
+                      "GPU memory for traces, e.g. 80GiB (default: unlimited, so no OOM)");
+  command->add_option("--context-memory", flags->context_memory,
+                      "memory held outside the allocator (CUDA context, other processes), e.g. 500MiB");
+  command->add_option("--memory-fraction", flags->memory_fraction, "torch.cuda.set_per_process_memory_fraction")
+      ->check(CLI::Range(0.0, 1.0));
+  command->add_option("--device-index", flags->device_index, "which device of a snapshot to replay")->capture_default_str();
+  command->add_option("--torch-version", flags->torch_version, "PyTorch release to mimic where releases differ")
+      ->capture_default_str();
+  command->add_flag("--legacy-oom-message", flags->legacy_message, "print the OOM text of PyTorch 1.10-2.0");
+  command->add_flag("--check-invariants", flags->check_invariants, "verify the allocator's invariants after each event");
+  command->callback([flags, &exit_code] { exit_code = run_replay(*flags); });
+}
+
+}  // namespace oomcast::cli

@@ -1,0 +1,61 @@
+// BlockPool: one pool's cached (free, mapped) blocks in best-fit order, plus the unmapped
+// ranges of its expandable segments. Mirrors BlockPool and BlockComparatorSize in PyTorch's
+// CUDACachingAllocator.cpp: ordered by stream, then size, then address.
+#pragma once
+
+#include <cstdint>
+#include <memory_resource>
+#include <set>
+
+#include "sim/block.h"
+
+namespace oomcast::sim {
+
+struct BlockBySizeOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return a->stream < b->stream;
+    if (a->size != b->size) return a->size < b->size;
+    return a->address < b->address;
+  }
+};
+
+struct BlockByAddressOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return a->stream < b->stream;
+    return a->address < b->address;
+  }
+};
+
+class BlockPool {
+ public:
+  using FreeSet = std::pmr::set<Block*, BlockBySizeOrder>;
+  using UnmappedSet = std::pmr::set<Block*, BlockByAddressOrder>;
+
+  explicit BlockPool(bool is_small);
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+
+  bool is_small() const { return is_small_; }
+  FreeSet& blocks() { return blocks_; }
+  const FreeSet& blocks() const { return blocks_; }
+  UnmappedSet& unmapped() { return unmapped_; }
+  const UnmappedSet& unmapped() const { return unmapped_; }
+
+  // Adds a free block, stamping its age for garbage collection.
+  void insert(Block* block);
+  void erase(Block* block);
+
+  // The first free block at or after (stream, size, address 0), or blocks().end().
+  FreeSet::iterator lower_bound(uint64_t stream, uint64_t size);
+
+  // get_free_block's counter; moves only while garbage collection is active.
+  uint64_t get_free_blocks_call_count = 0;
+
+ private:
+  bool is_small_;
+  std::pmr::unsynchronized_pool_resource node_memory_;
+  FreeSet blocks_;
+  UnmappedSet unmapped_;
+};
+
+}  // namespace oomcast::sim

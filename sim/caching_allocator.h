@@ -1,0 +1,125 @@
+// CachingAllocator: a simulator of PyTorch's native CUDA caching allocator for one device:
+// malloc (round, best fit, split, grow, retry, OOM), free (merge), empty_cache, garbage
+// collection, max_split_size rules and expandable segments. Function names mirror
+// CUDACachingAllocator.cpp so docs/allocator-model.md needs no translation column.
+// Single-threaded; one stream partition per stream id; no CUDA events (record_stream).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/allocator_config.h"
+#include "sim/block.h"
+#include "sim/block_pool.h"
+#include "sim/device.h"
+#include "sim/expandable_segment.h"
+#include "sim/memory_stats.h"
+#include "sim/oom_message.h"
+#include "sim/segment_decision.h"
+
+namespace oomcast::sim {
+
+// Why and how a malloc failed: PyTorch's message and the figures behind it.
+struct OomDetails {
+  uint64_t requested_bytes = 0;
+  uint64_t rounded_bytes = 0;
+  uint64_t alloc_size = 0;
+  std::string message;         // PyTorch 2.2+ text
+  std::string legacy_message;  // PyTorch 1.10-2.0 text
+};
+
+// A block as found in a snapshot, for restoring the state at a recording window's start.
+struct RestoredBlock {
+  uint64_t size = 0;
+  uint64_t requested_size = 0;
+  bool allocated = false;
+};
+
+class CachingAllocator {
+ public:
+  CachingAllocator(const AllocatorConfig& config, Device& device);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Allocates `size` bytes on `stream`. Returns the block, or nullptr on OOM with the
+  // details in last_oom(). A zero-byte request returns nullptr without touching anything
+  // (check `size == 0` before treating nullptr as OOM).
+  Block* malloc(uint64_t size, uint64_t stream = 0);
+  // Frees a block malloc returned. Requires: block is allocated.
+  void free(Block* block);
+  // torch.cuda.empty_cache(): returns every wholly free segment (and unmaps free pages).
+  void empty_cache();
+
+  // Adds a segment found in a snapshot. `blocks` cover it exactly, in address order.
+  // Returns the Block objects in the same order. Stats move as if it had been allocated.
+  std::vector<Block*> restore_segment(uint64_t address, uint64_t stream, bool is_small,
+                                      const std::vector<RestoredBlock>& blocks);
+
+  const MemoryStats& stats() const { return stats_; }
+  const AllocatorConfig& config() const { return config_; }
+  const std::optional<OomDetails>& last_oom() const { return last_oom_; }
+  // Sets the peaks of every stat to their current values (reset_peak_memory_stats).
+  void reset_peak_stats();
+
+  // Segment decisions are appended here (with `current_event`) when recording is on.
+  void record_segment_decisions(std::vector<SegmentDecision>* sink) { decisions_ = sink; }
+  size_t current_event = 0;
+
+  // Walks every pool and segment and checks the allocator's invariants; returns an empty
+  // string when they hold, else a description of the first violation.
+  std::string check_invariants() const;
+
+  // Every segment (by its first block), in address order; for invariants and reports.
+  std::vector<const Block*> segment_heads() const;
+
+ private:
+  // --- caching_allocator.cc: the malloc and free paths ---
+  Block* new_block();
+  void delete_block(Block* block);
+  BlockPool& pool_for(uint64_t rounded_size) { return rounded_size <= (1ull << 20) ? small_pool_ : large_pool_; }
+  Block* get_free_block(BlockPool& pool, uint64_t stream, uint64_t size);
+  bool should_split(const Block* block, uint64_t size) const;
+  Block* alloc_found_block(Block* block, uint64_t size, uint64_t requested);
+  Block* alloc_block(BlockPool& pool, uint64_t stream, uint64_t size, uint64_t alloc_size, bool is_retry);
+  void free_block(Block* block);
+  uint64_t try_merge_blocks(Block* destination, Block* source, BlockPool& pool);
+  void release_cached_blocks();
+  void release_blocks(BlockPool& pool);
+  void release_block(Block* block);
+  void record(SegmentDecision::Kind kind, uint64_t address, uint64_t size);
+  void fail_with_oom(uint64_t requested, uint64_t rounded, uint64_t alloc_size);
+  uint64_t allowed_memory_maximum() const;
+  bool memory_fraction_set() const { return device_.model().memory_fraction > 0.0; }
+  bool garbage_collection_active() const {
+    return memory_fraction_set() && config_.garbage_collection_threshold > 0.0;
+  }
+
+  // --- garbage_collection.cc: reclaiming cached blocks under pressure ---
+  void garbage_collect_cached_blocks();
+  bool release_available_cached_blocks(BlockPool& pool, uint64_t stream, uint64_t size);
+
+  // --- expandable_segment.cc: reserve-then-map segments ---
+  Block* try_allocate_expandable_block(BlockPool& pool, uint64_t stream, uint64_t size);
+  Block* find_expandable_block(BlockPool& pool, uint64_t stream, uint64_t size);
+  Block* map_block(Block* unmapped, uint64_t size);
+  void unmap_block(Block* block);
+  void release_expandable_segment(ExpandableSegment* segment, Block* whole_range);
+
+  AllocatorConfig config_;
+  Device& device_;
+  BlockPool small_pool_{true};
+  BlockPool large_pool_{false};
+  MemoryStats stats_;
+  std::optional<OomDetails> last_oom_;
+  std::vector<SegmentDecision>* decisions_ = nullptr;
+  std::deque<Block> block_storage_;
+  std::vector<Block*> spare_blocks_;
+  std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments_;
+};
+
+}  // namespace oomcast::sim

@@ -1,0 +1,59 @@
+// OOM texts, assembled piece by piece as PyTorch's allocator does (note the double spaces
+// before "See documentation", which are in the original).
+#include "sim/oom_message.h"
+
+#include <cstdio>
+
+namespace oomcast::sim {
+
+std::string format_size(uint64_t bytes) {
+  char buffer[64];
+  if (bytes <= 1024) {
+    std::snprintf(buffer, sizeof buffer, "%llu bytes", static_cast<unsigned long long>(bytes));
+  } else if (bytes <= 1048576) {
+    std::snprintf(buffer, sizeof buffer, "%.2f KiB", static_cast<double>(bytes) / 1024.0);
+  } else if (bytes <= 1073741824) {
+    std::snprintf(buffer, sizeof buffer, "%.2f MiB", static_cast<double>(bytes) / 1048576.0);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.2f GiB", static_cast<double>(bytes) / 1073741824.0);
+  }
+  return buffer;
+}
+
+std::string current_oom_message(const OomFigures& f) {
+  std::string text = "CUDA out of memory. Tried to allocate " + format_size(f.alloc_size) + ". GPU " +
+                     std::to_string(f.device_index) + " has a total capacity of " + format_size(f.device_total) +
+                     " of which " + format_size(f.device_free) + " is free. ";
+  if (f.nvml_available)
+    text += "Including non-PyTorch memory, this process has " + format_size(f.process_in_use) + " memory in use. ";
+  if (f.memory_fraction_set && f.torch_version >= 205) text += format_size(f.allowed_bytes) + " allowed; ";
+  uint64_t unallocated = f.reserved_bytes > f.allocated_bytes ? f.reserved_bytes - f.allocated_bytes : 0;
+  text += "Of the allocated memory " + format_size(f.allocated_bytes) + " is allocated by PyTorch, and " +
+          format_size(unallocated) + " is reserved by PyTorch but unallocated.";
+  bool hint = !(f.expandable_segments && f.torch_version >= 211);
+  if (hint)
+    text += " If reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
+  if (f.torch_version >= 207) {
+    text += "  See documentation for Memory Management  "
+            "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)";
+  } else {
+    text += "  See documentation for Memory Management  "
+            "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)";
+  }
+  return text;
+}
+
+std::string legacy_oom_message(const OomFigures& f) {
+  std::string text = "CUDA out of memory. Tried to allocate " + format_size(f.alloc_size) + " (GPU " +
+                     std::to_string(f.device_index) + "; " + format_size(f.device_total) + " total capacity; " +
+                     format_size(f.allocated_bytes) + " already allocated; " + format_size(f.device_free) + " free; ";
+  if (f.memory_fraction_set) text += format_size(f.allowed_bytes) + " allowed; ";
+  text += format_size(f.reserved_bytes) +
+          " reserved in total by PyTorch) If reserved memory is >> allocated memory try setting "
+          "max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and "
+          "PYTORCH_CUDA_ALLOC_CONF";
+  return text;
+}
+
+}  // namespace oomcast::sim

@@ -1,0 +1,156 @@
+// replay(): drives the allocator through a trace, tracking peaks, marks and the first OOM.
+// This loop is the simulator's hot path: no hashing, no strings, no allocation per event.
+#include "sim/replay.h"
+
+#include "base/input_error.h"
+#include "sim/caching_allocator.h"
+
+namespace oomcast::sim {
+namespace {
+
+// Stand-ins in the slot table for allocations that hold no block.
+Block zero_size_block;   // a zero-byte request: PyTorch returns a null pointer
+Block failed_block;      // an allocation that hit OOM when replay goes on past it
+
+[[noreturn]] void throw_bad_free(const Trace& trace, size_t index, const std::string& why) {
+  const Event& event = trace.events[index];
+  std::string id = event.slot < trace.slot_names.size() ? trace.slot_names[event.slot] : std::to_string(event.slot);
+  int64_t line = index < trace.source_lines.size() ? trace.source_lines[index] : 0;
+  throw InputError({"", line, 0, static_cast<int64_t>(index)}, id, "free of id '" + id + "' " + why);
+}
+
+}  // namespace
+
+Replayer::Replayer(const AllocatorConfig& config, const DeviceModel& device, const ReplayOptions& options)
+    : options_(options),
+      device_(std::make_unique<SimulatedDevice>(device)),
+      allocator_(std::make_unique<CachingAllocator>(config, *device_)) {}
+
+Replayer::~Replayer() = default;
+
+CachingAllocator& Replayer::allocator() { return *allocator_; }
+SimulatedDevice& Replayer::device() { return *device_; }
+
+void Replayer::bind(uint32_t slot, Block* block) {
+  if (slot >= slots_.size()) slots_.resize(slot + 1, nullptr);
+  slots_[slot] = block;
+}
+
+uint64_t Replayer::address_of(uint32_t slot) const {
+  if (slot >= slots_.size() || !slots_[slot] || slots_[slot] == &zero_size_block || slots_[slot] == &failed_block)
+    return 0;
+  return slots_[slot]->address;
+}
+
+ReplayResult Replayer::run(const Trace& trace) {
+  ReplayResult result;
+  CachingAllocator& allocator = *allocator_;
+  if (slots_.size() < trace.slot_names.size()) slots_.resize(trace.slot_names.size(), nullptr);
+  if (options_.record_segment_decisions) allocator.record_segment_decisions(&result.segment_decisions);
+  const MemoryStats& stats = allocator.stats();
+
+  auto allocated_now = [&] { return static_cast<Bytes>(stats.allocated_bytes.all().current); };
+  auto reserved_now = [&] { return static_cast<Bytes>(stats.reserved_bytes.all().current); };
+  result.peak_allocated_bytes = allocated_now();
+  result.peak_reserved_bytes = reserved_now();
+  result.reserved_at_peak_allocated = reserved_now();
+  result.inactive_split_at_peak_allocated = static_cast<Bytes>(stats.inactive_split_bytes.all().current);
+  Bytes phase_peak_allocated = allocated_now();
+  Bytes phase_peak_reserved = reserved_now();
+  const int64_t device_allocs_before = stats.num_device_alloc;
+  const int64_t device_frees_before = stats.num_device_free;
+
+  // A mark's peaks cover the events from it to the next mark (or the end of the trace).
+  auto close_phase = [&] {
+    if (result.marks.empty()) return;
+    result.marks.back().peak_allocated_bytes = phase_peak_allocated;
+    result.marks.back().peak_reserved_bytes = phase_peak_reserved;
+  };
+
+  size_t index = 0;
+  for (; index < trace.events.size(); ++index) {
+    const Event& event = trace.events[index];
+    allocator.current_event = index;
+    switch (event.kind) {
+      case EventKind::Alloc: {
+        if (event.slot >= slots_.size()) slots_.resize(event.slot + 1, nullptr);
+        Block* block = allocator.malloc(event.bytes, event.stream);
+        if (!block) {
+          if (event.bytes == 0) {
+            slots_[event.slot] = &zero_size_block;
+            break;
+          }
+          result.num_ooms += 1;
+          if (!result.oom) {
+            const OomDetails& details = *allocator.last_oom();
+            result.oom = OomReport{index, event.bytes, details.alloc_size,
+                                   options_.oom_style == OomMessageStyle::Legacy ? details.legacy_message
+                                                                                : details.message};
+          }
+          slots_[event.slot] = &failed_block;
+          if (options_.stop_at_first_oom) goto finished;
+          break;
+        }
+        slots_[event.slot] = block;
+        Bytes allocated = allocated_now();
+        if (allocated > result.peak_allocated_bytes) {
+          result.peak_allocated_bytes = allocated;
+          result.peak_allocated_event = index;
+          result.reserved_at_peak_allocated = reserved_now();
+          result.inactive_split_at_peak_allocated = static_cast<Bytes>(stats.inactive_split_bytes.all().current);
+        }
+        if (allocated > phase_peak_allocated) phase_peak_allocated = allocated;
+        Bytes reserved = reserved_now();
+        if (reserved > result.peak_reserved_bytes) {
+          result.peak_reserved_bytes = reserved;
+          result.peak_reserved_event = index;
+        }
+        if (reserved > phase_peak_reserved) phase_peak_reserved = reserved;
+        break;
+      }
+      case EventKind::Free: {
+        Block* block = event.slot < slots_.size() ? slots_[event.slot] : nullptr;
+        if (!block) throw_bad_free(trace, index, "that is not allocated (never allocated, or freed twice)");
+        slots_[event.slot] = nullptr;
+        if (block != &zero_size_block && block != &failed_block) allocator.free(block);
+        break;
+      }
+      case EventKind::Mark: {
+        close_phase();
+        MarkReport mark;
+        mark.label = event.tag < trace.strings.size() ? trace.strings[event.tag] : std::string();
+        mark.event_index = index;
+        mark.allocated_bytes = allocated_now();
+        mark.reserved_bytes = reserved_now();
+        result.marks.push_back(std::move(mark));
+        phase_peak_allocated = allocated_now();
+        phase_peak_reserved = reserved_now();
+        break;
+      }
+      case EventKind::EmptyCache:
+        allocator.empty_cache();
+        break;
+    }
+    if (options_.check_invariants) {
+      std::string problem = allocator.check_invariants();
+      if (!problem.empty())
+        throw std::logic_error("allocator invariant broken after event " + std::to_string(index) + ": " + problem);
+    }
+    if (callback_) callback_(index);
+  }
+finished:
+  close_phase();
+  result.events_replayed = index < trace.events.size() ? index + 1 : index;
+  result.segment_allocs = static_cast<size_t>(stats.num_device_alloc - device_allocs_before);
+  result.segment_frees = static_cast<size_t>(stats.num_device_free - device_frees_before);
+  result.final_stats = stats;
+  return result;
+}
+
+ReplayResult replay(const Trace& trace, const AllocatorConfig& config, const DeviceModel& device,
+                    const ReplayOptions& options) {
+  Replayer replayer(config, device, options);
+  return replayer.run(trace);
+}
+
+}  // namespace oomcast::sim

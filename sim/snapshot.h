@@ -1,0 +1,67 @@
+// Snapshot: the parts of a torch.cuda.memory._snapshot() pickle the simulator needs:
+// dump-time segments with their blocks, the recorded trace entries and allocator_settings.
+// read_snapshot() decodes .pickle and .pickle.gz natively (no Python); spec §8.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace oomcast::sim {
+
+struct SnapshotBlock {
+  enum class State { ActiveAllocated, ActivePendingFree, Inactive };
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint64_t requested_size = 0;
+  State state = State::Inactive;
+};
+
+struct SnapshotSegment {
+  int64_t device = 0;
+  uint64_t address = 0;
+  uint64_t total_size = 0;
+  uint64_t allocated_size = 0;
+  uint64_t active_size = 0;
+  uint64_t requested_size = 0;
+  uint64_t stream = 0;
+  bool is_small_pool = false;   // segment_type == "small"
+  bool is_expandable = false;
+  int64_t pool_id_first = 0;    // segment_pool_id; (0, 0) is the default pool
+  int64_t pool_id_second = 0;
+  std::vector<SnapshotBlock> blocks;
+};
+
+struct SnapshotTraceEntry {
+  enum class Action {
+    Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap,
+    Oom, Snapshot, Other
+  };
+  Action action = Action::Other;
+  uint64_t addr = 0;         // for Oom: device_free
+  uint64_t size = 0;
+  uint64_t stream = 0;
+  int64_t time_us = 0;       // 0 when the file has none
+};
+
+struct Snapshot {
+  std::vector<SnapshotSegment> segments;                        // sorted by address
+  std::vector<std::vector<SnapshotTraceEntry>> device_traces;   // one list per device
+  std::optional<std::string> alloc_conf;                        // allocator_settings["PYTORCH_CUDA_ALLOC_CONF"]
+  bool has_allocator_settings = false;
+  bool expandable_segments = false;                             // allocator_settings["expandable_segments"]
+  int64_t max_split_size = -1;                                  // allocator_settings["max_split_size"]
+};
+
+// True when `path` ends in .pickle or .pickle.gz (or .pkl / .pkl.gz).
+bool looks_like_snapshot_path(const std::string& path);
+
+// Reads a snapshot pickle, gzipped or not (decided by the gzip magic bytes, not the name).
+// Throws InputError naming the file and the byte offset for truncated or corrupt input.
+Snapshot read_snapshot(const std::string& path);
+
+// Same, from bytes already in memory (already decompressed). `name` is used in errors.
+Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t size);
+
+}  // namespace oomcast::sim

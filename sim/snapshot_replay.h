@@ -1,0 +1,52 @@
+// replay_snapshot(): replays a real torch.cuda.memory._snapshot() through the simulator and
+// compares every segment decision (cudaMalloc / cudaFree) and block address it makes with
+// the recorded ones. A recording window that starts mid-run is handled by rebuilding the
+// allocator state at the window's start from the dump-time segments, undoing the recorded
+// events backwards (docs/allocator-model.md, "Snapshot replay").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/replay.h"
+#include "sim/snapshot.h"
+
+namespace oomcast::sim {
+
+struct SnapshotMismatch {
+  size_t decision_index = 0;    // position in the list of segment decisions
+  int64_t snapshot_event = -1;  // index into the snapshot's device trace (-1: none recorded)
+  std::string recorded;         // "segment_alloc 20971520 at 0x7f...", or "nothing"
+  std::string simulated;
+};
+
+struct SnapshotReplayReport {
+  Trace trace;                          // the alloc / free / empty_cache events derived from the recording
+  ReplayResult replay;                  // what the simulator did with them
+  bool starts_empty = true;             // the window begins on an empty allocator
+  size_t initial_segments = 0;          // rebuilt state at the window's start
+  size_t initial_allocated_blocks = 0;
+  uint64_t initial_reserved_bytes = 0;
+  size_t recorded_segment_decisions = 0;
+  size_t segment_decisions_matched = 0; // length of the prefix that agrees in kind, size and address
+  std::optional<SnapshotMismatch> first_mismatch;
+  size_t block_addresses_checked = 0;   // allocs whose simulated block address was compared
+  size_t block_addresses_matched = 0;
+  uint64_t recorded_peak_reserved_bytes = 0;
+  uint64_t recorded_peak_allocated_bytes = 0;  // from recorded addresses; block sizes inferred by the split rule
+  bool recorded_oom = false;
+};
+
+// Replays device `device_index` of `snapshot`. Throws InputError when the recording is
+// inconsistent (a free of a block that is not allocated, an alloc outside every segment)
+// or uses what this replay does not support yet (expandable segments in a mid-run window).
+SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorConfig& config,
+                                     const std::string& name, int device_index = 0,
+                                     bool check_invariants = false);
+
+// The allocator configuration a snapshot was recorded with (its allocator_settings).
+AllocatorConfig snapshot_allocator_config(const Snapshot& snapshot);
+
+}  // namespace oomcast::sim

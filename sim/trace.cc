@@ -1,0 +1,62 @@
+// TraceBuilder: string ids and tags to dense indices.
+#include "sim/trace.h"
+
+namespace oomcast::sim {
+
+TraceBuilder::TraceBuilder() {
+  trace_.strings.emplace_back();
+  string_index_.emplace("", 0);
+}
+
+uint32_t TraceBuilder::intern(const std::string& text) {
+  auto [it, inserted] = string_index_.emplace(text, static_cast<uint32_t>(trace_.strings.size()));
+  if (inserted) trace_.strings.push_back(text);
+  return it->second;
+}
+
+uint32_t TraceBuilder::alloc(const std::string& id, Bytes bytes, StreamId stream, const std::string& tag) {
+  auto slot = static_cast<uint32_t>(trace_.slot_names.size());
+  trace_.slot_names.push_back(id);
+  live_slots_[id] = slot;
+  trace_.events.push_back(Event{EventKind::Alloc, slot, intern(tag), bytes, stream});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+  return slot;
+}
+
+uint32_t TraceBuilder::adopt(const std::string& id) {
+  auto slot = static_cast<uint32_t>(trace_.slot_names.size());
+  trace_.slot_names.push_back(id);
+  live_slots_[id] = slot;
+  return slot;
+}
+
+bool TraceBuilder::free(const std::string& id) {
+  auto it = live_slots_.find(id);
+  if (it == live_slots_.end()) return false;
+  trace_.events.push_back(Event{EventKind::Free, it->second, 0, 0, 0});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+  live_slots_.erase(it);
+  return true;
+}
+
+void TraceBuilder::mark(const std::string& label) {
+  trace_.events.push_back(Event{EventKind::Mark, 0, intern(label), 0, 0});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+}
+
+void TraceBuilder::empty_cache() {
+  trace_.events.push_back(Event{EventKind::EmptyCache, 0, 0, 0, 0});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+}
+
+Trace TraceBuilder::take() {
+  live_slots_.clear();
+  string_index_.clear();
+  Trace out = std::move(trace_);
+  trace_ = Trace{};
+  trace_.strings.emplace_back();
+  string_index_.emplace("", 0);
+  return out;
+}
+
+}  // namespace oomcast::sim

@@ -1,0 +1,68 @@
+// Trace: the simulator's input language. An ordered list of events (alloc, free, mark,
+// empty_cache) that the planner emits and the snapshot reader produces; sim never learns
+// where a trace came from. The text form is documented in docs/trace-format.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace oomcast::sim {
+
+using Bytes = uint64_t;
+using StreamId = uint64_t;
+
+enum class EventKind : uint8_t {
+  Alloc,       // allocate `bytes` on `stream` for tensor `slot`
+  Free,        // free the block allocated for `slot`
+  Mark,        // a named point (phase boundary); `tag` is the label
+  EmptyCache,  // torch.cuda.empty_cache()
+};
+
+// One event. `slot` is a dense index naming the allocation (0..Trace::slot_names.size()-1),
+// so the replay needs no hash lookup; `tag` indexes Trace::strings (0 = no tag).
+struct Event {
+  EventKind kind = EventKind::Alloc;
+  uint32_t slot = 0;
+  uint32_t tag = 0;
+  Bytes bytes = 0;
+  StreamId stream = 0;
+};
+
+// A trace plus the names behind its dense indices. Build one with TraceBuilder.
+struct Trace {
+  std::vector<Event> events;
+  std::vector<std::string> slot_names;  // slot -> the id as written in the trace file
+  std::vector<std::string> strings;     // tag -> text; strings[0] is ""
+  std::vector<int64_t> source_lines;    // event -> 1-based line in its file (may be empty)
+};
+
+// Appends events to a Trace, turning string ids and tags into dense indices. Reuse of an id
+// after it was freed makes a fresh slot, as a new tensor would. Does not validate frees:
+// the replay reports a free of an unknown or already-freed slot as an error.
+class TraceBuilder {
+ public:
+  TraceBuilder();
+  // Returns the slot given to `id`.
+  uint32_t alloc(const std::string& id, Bytes bytes, StreamId stream = 0, const std::string& tag = "");
+  // Makes a live slot for `id` without an event: an allocation made before the trace
+  // starts (the state at a snapshot window's start). Returns the slot.
+  uint32_t adopt(const std::string& id);
+  // Returns false (and appends nothing) when `id` is not currently allocated.
+  bool free(const std::string& id);
+  void mark(const std::string& label);
+  void empty_cache();
+  void set_source_line(int64_t line) { line_ = line; }
+  uint32_t intern(const std::string& text);
+  size_t size() const { return trace_.events.size(); }
+  Trace take();
+
+ private:
+  Trace trace_;
+  std::unordered_map<std::string, uint32_t> live_slots_;
+  std::unordered_map<std::string, uint32_t> string_index_;
+  int64_t line_ = 0;
+};
+
+}  // namespace oomcast::sim

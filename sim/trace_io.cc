@@ -1,0 +1,169 @@
+// The plain-text trace format: reader (with file:line errors for every kind of bad input)
+// and writer. gzip-compressed files are read transparently through zlib.
+#include "sim/trace_io.h"
+
+#include <zlib.h>
+
+#include <charconv>
+#include <unordered_map>
+#include <vector>
+
+#include "base/edit_distance.h"
+#include "base/input_error.h"
+
+namespace oomcast::sim {
+namespace {
+
+std::vector<std::string_view> split_fields(std::string_view line) {
+  std::vector<std::string_view> fields;
+  size_t position = 0;
+  while (position < line.size()) {
+    while (position < line.size() && (line[position] == ' ' || line[position] == '\t')) ++position;
+    size_t start = position;
+    while (position < line.size() && line[position] != ' ' && line[position] != '\t') ++position;
+    if (position > start) fields.push_back(line.substr(start, position - start));
+  }
+  return fields;
+}
+
+class TraceParser {
+ public:
+  explicit TraceParser(const std::string& name) : name_(name) {}
+
+  Trace parse(std::string_view text) {
+    size_t position = 0;
+    while (position <= text.size()) {
+      size_t end = text.find('\n', position);
+      if (end == std::string_view::npos) end = text.size();
+      ++line_number_;
+      std::string_view line = text.substr(position, end - position);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      parse_line(line);
+      if (end == text.size()) break;
+      position = end + 1;
+    }
+    return builder_.take();
+  }
+
+ private:
+  [[noreturn]] void fail(std::string_view key, const std::string& message) const {
+    throw InputError({name_, line_number_, 0, static_cast<int64_t>(builder_.size())}, std::string(key), message);
+  }
+
+  uint64_t parse_number(std::string_view field, const char* what) const {
+    if (!field.empty() && field[0] == '-') fail(field, std::string(what) + " '" + std::string(field) + "' is negative");
+    uint64_t value = 0;
+    auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), value);
+    if (error == std::errc::result_out_of_range)
+      fail(field, std::string(what) + " '" + std::string(field) + "' does not fit in 64 bits");
+    if (error != std::errc() || end != field.data() + field.size())
+      fail(field, std::string(what) + " '" + std::string(field) + "' is not a non-negative integer");
+    return value;
+  }
+
+  void parse_line(std::string_view line) {
+    size_t comment = line.find('#');
+    if (comment != std::string_view::npos) line = line.substr(0, comment);
+    std::vector<std::string_view> fields = split_fields(line);
+    if (fields.empty()) return;
+    std::string_view action = fields[0];
+    builder_.set_source_line(line_number_);
+    if (action == "alloc") {
+      if (fields.size() < 3) fail(action, "alloc needs an id and a size: 'alloc <id> <bytes> [stream] [tag]'");
+      if (fields.size() > 5) fail(fields[5], "unexpected field '" + std::string(fields[5]) + "' after the tag");
+      std::string id(fields[1]);
+      uint64_t bytes = parse_number(fields[2], "size");
+      uint64_t stream = fields.size() > 3 ? parse_number(fields[3], "stream") : 0;
+      std::string tag = fields.size() > 4 ? std::string(fields[4]) : std::string();
+      auto live = live_since_.find(id);
+      if (live != live_since_.end())
+        fail(id, "id '" + id + "' is allocated again while still live (allocated on line " +
+                     std::to_string(live->second) + ")");
+      live_since_[id] = line_number_;
+      freed_at_.erase(id);
+      builder_.alloc(id, bytes, stream, tag);
+    } else if (action == "free") {
+      if (fields.size() != 2) fail(action, "free takes exactly one id: 'free <id>'");
+      std::string id(fields[1]);
+      if (!builder_.free(id)) {
+        auto freed = freed_at_.find(id);
+        if (freed != freed_at_.end())
+          fail(id, "double free of id '" + id + "' (already freed on line " + std::to_string(freed->second) + ")");
+        fail(id, "free of unknown id '" + id + "'");
+      }
+      live_since_.erase(id);
+      freed_at_[id] = line_number_;
+    } else if (action == "mark") {
+      size_t label_start = line.find("mark") + 4;
+      std::string_view label = line.substr(label_start);
+      while (!label.empty() && (label.front() == ' ' || label.front() == '\t')) label.remove_prefix(1);
+      while (!label.empty() && (label.back() == ' ' || label.back() == '\t')) label.remove_suffix(1);
+      if (label.empty()) fail(action, "mark needs a label: 'mark <label>'");
+      builder_.mark(std::string(label));
+    } else if (action == "empty_cache") {
+      if (fields.size() != 1) fail(fields[1], "empty_cache takes no arguments");
+      builder_.empty_cache();
+    } else {
+      static const std::vector<std::string> actions = {"alloc", "free", "mark", "empty_cache"};
+      fail(action, "unknown trace action '" + std::string(action) + "'" + did_you_mean(action, actions) +
+                       "; expected alloc, free, mark or empty_cache");
+    }
+  }
+
+  std::string name_;
+  int64_t line_number_ = 0;
+  TraceBuilder builder_;
+  std::unordered_map<std::string, int64_t> live_since_;
+  std::unordered_map<std::string, int64_t> freed_at_;
+};
+
+}  // namespace
+
+Trace parse_trace_text(const std::string& name, std::string_view text) { return TraceParser(name).parse(text); }
+
+Trace read_trace_file(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (!file) throw InputError({path, 0, 0, -1}, "", "cannot open trace file");
+  std::string text;
+  char buffer[1 << 16];
+  while (true) {
+    int count = gzread(file, buffer, sizeof buffer);
+    if (count < 0) {
+      int code = 0;
+      std::string why = gzerror(file, &code);
+      gzclose(file);
+      throw InputError({path, 0, 0, -1}, "", "corrupt compressed trace: " + why);
+    }
+    if (count == 0) break;
+    text.append(buffer, static_cast<size_t>(count));
+  }
+  gzclose(file);
+  if (text.find('\0') != std::string::npos)
+    throw InputError({path, 0, 0, -1}, "", "not a text trace (it contains NUL bytes); snapshots must end in .pickle or .pickle.gz");
+  return parse_trace_text(path, text);
+}
+
+void write_trace(std::ostream& out, const Trace& trace) {
+  out << "# oomcast trace v1: alloc <id> <bytes> [stream] [tag] | free <id> | mark <label> | empty_cache\n";
+  for (const Event& event : trace.events) {
+    switch (event.kind) {
+      case EventKind::Alloc:
+        out << "alloc " << trace.slot_names[event.slot] << ' ' << event.bytes;
+        if (event.stream != 0 || event.tag != 0) out << ' ' << event.stream;
+        if (event.tag != 0) out << ' ' << trace.strings[event.tag];
+        out << '\n';
+        break;
+      case EventKind::Free:
+        out << "free " << trace.slot_names[event.slot] << '\n';
+        break;
+      case EventKind::Mark:
+        out << "mark " << trace.strings[event.tag] << '\n';
+        break;
+      case EventKind::EmptyCache:
+        out << "empty_cache\n";
+        break;
+    }
+  }
+}
+
+}  // namespace oomcast::sim

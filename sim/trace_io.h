@@ -1,0 +1,28 @@
+// Reading and writing the plain-text trace format (docs/trace-format.md):
+//   alloc <id> <bytes> [stream] [tag]
+//   free <id>
+//   mark <label>
+//   empty_cache
+// '#' starts a comment; blank lines are ignored.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "sim/trace.h"
+
+namespace oomcast::sim {
+
+// Parses trace text. `name` is used in errors. Throws InputError (file:line and event index)
+// for unknown actions, missing or malformed fields, negative or overflowing sizes, a free of
+// an unknown id and a double free.
+Trace parse_trace_text(const std::string& name, std::string_view text);
+
+// Reads a trace file (plain text; gzip-compressed when it starts with the gzip magic bytes).
+Trace read_trace_file(const std::string& path);
+
+// Writes `trace` in the text format; parse_trace_text(write_trace(t)) == t.
+void write_trace(std::ostream& out, const Trace& trace);
+
+}  // namespace oomcast::sim

@@ -1,0 +1,100 @@
+// The text trace format: what it accepts and the exact errors for what it refuses.
+#include "sim/trace_io.h"
+
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "base/input_error.h"
+
+using namespace oomcast::sim;
+using oomcast::InputError;
+
+namespace {
+std::string error_of(const std::string& text) {
+  try {
+    parse_trace_text("t.trace", text);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST_CASE("a trace lists allocs, frees, marks and empty_cache in order", "[sim][trace]") {
+  Trace trace = parse_trace_text("t.trace",
+                                 "# a comment\n"
+                                 "mark forward\n"
+                                 "alloc x 1000 0 activation\n"
+                                 "alloc y 2048 3\n"
+                                 "\n"
+                                 "free x   # trailing comment\n"
+                                 "empty_cache\n");
+  REQUIRE(trace.events.size() == 5);
+  CHECK(trace.events[0].kind == EventKind::Mark);
+  CHECK(trace.strings[trace.events[0].tag] == "forward");
+  CHECK(trace.events[1].bytes == 1000);
+  CHECK(trace.strings[trace.events[1].tag] == "activation");
+  CHECK(trace.events[2].stream == 3);
+  CHECK(trace.events[3].kind == EventKind::Free);
+  CHECK(trace.events[3].slot == trace.events[1].slot);
+  CHECK(trace.events[4].kind == EventKind::EmptyCache);
+  CHECK(trace.source_lines[3] == 6);
+}
+
+TEST_CASE("an id can be reused after it is freed and gets a fresh slot", "[sim][trace]") {
+  Trace trace = parse_trace_text("t.trace", "alloc a 1\nfree a\nalloc a 2\nfree a\n");
+  CHECK(trace.events[0].slot != trace.events[2].slot);
+  CHECK(trace.events[3].slot == trace.events[2].slot);
+}
+
+TEST_CASE("writing and reading a trace gives the same events", "[sim][trace]") {
+  Trace trace = parse_trace_text("t.trace", "mark setup\nalloc w 4096 0 parameter\nalloc g 512 2\nfree g\nempty_cache\n");
+  std::ostringstream out;
+  write_trace(out, trace);
+  Trace again = parse_trace_text("again", out.str());
+  REQUIRE(again.events.size() == trace.events.size());
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    CHECK(again.events[i].kind == trace.events[i].kind);
+    CHECK(again.events[i].bytes == trace.events[i].bytes);
+    CHECK(again.events[i].stream == trace.events[i].stream);
+    CHECK(again.strings[again.events[i].tag] == trace.strings[trace.events[i].tag]);
+  }
+}
+
+TEST_CASE("an unknown action is an error with a suggestion", "[sim][trace][errors]") {
+  CHECK(error_of("alloc a 1\nallocc b 2\n") ==
+        "t.trace:2: event 1: error: unknown trace action 'allocc' (did you mean 'alloc'?); expected alloc, free, "
+        "mark or empty_cache");
+}
+
+TEST_CASE("a free of an unknown id is an error naming the line", "[sim][trace][errors]") {
+  CHECK(error_of("alloc a 1\nfree b\n") == "t.trace:2: event 1: error: free of unknown id 'b'");
+}
+
+TEST_CASE("a double free is an error naming where it was first freed", "[sim][trace][errors]") {
+  CHECK(error_of("alloc a 1\nfree a\nfree a\n") ==
+        "t.trace:3: event 2: error: double free of id 'a' (already freed on line 2)");
+}
+
+TEST_CASE("a negative size is an error", "[sim][trace][errors]") {
+  CHECK(error_of("alloc a -5\n") == "t.trace:1: event 0: error: size '-5' is negative");
+}
+
+TEST_CASE("a size beyond 64 bits is an error", "[sim][trace][errors]") {
+  CHECK(error_of("alloc a 18446744073709551616\n") ==
+        "t.trace:1: event 0: error: size '18446744073709551616' does not fit in 64 bits");
+}
+
+TEST_CASE("a size that is not a number is an error", "[sim][trace][errors]") {
+  CHECK(error_of("alloc a 12kb\n") == "t.trace:1: event 0: error: size '12kb' is not a non-negative integer");
+}
+
+TEST_CASE("allocating a live id again is an error", "[sim][trace][errors]") {
+  CHECK(error_of("alloc a 1\nalloc a 2\n") ==
+        "t.trace:2: event 1: error: id 'a' is allocated again while still live (allocated on line 1)");
+}
+
+TEST_CASE("an alloc without a size is an error", "[sim][trace][errors]") {
+  CHECK(error_of("alloc a\n") ==
+        "t.trace:1: event 0: error: alloc needs an id and a size: 'alloc <id> <bytes> [stream] [tag]'");
+}

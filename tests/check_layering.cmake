@@ -1,0 +1,11 @@
+# Fails when sim/ includes planner/ or cli/ headers or third-party libraries it must not use.
+file(GLOB SIM_FILES ${SOURCE_DIR}/sim/*.h ${SOURCE_DIR}/sim/*.cc)
+foreach(path ${SIM_FILES})
+  file(STRINGS ${path} lines REGEX "#include")
+  foreach(line ${lines})
+    if(line MATCHES "planner/|cli/|yaml-cpp|boost/|Eigen|CLI/")
+      message(FATAL_ERROR "${path}: sim/ must not include '${line}'")
+    endif()
+  endforeach()
+endforeach()
+message(STATUS "layering: sim/ includes nothing from planner/, cli/ or third-party libraries")
