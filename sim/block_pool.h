@@ -1,23 +1,16 @@
 // BlockPool: one pool's cached (free, mapped) blocks in best-fit order, plus the unmapped
 // ranges of its expandable segments. Mirrors BlockPool and BlockComparatorSize in PyTorch's
-// CUDACachingAllocator.cpp: ordered by stream, then size, then address.
+// CUDACachingAllocator.cpp: ordered by stream, then size, then address. Set nodes are
+// recycled through each Block (extract / insert of node handles), so the hot path of
+// malloc and free allocates no memory.
 #pragma once
 
 #include <cstdint>
-#include <memory_resource>
 #include <set>
 
 #include "sim/block.h"
 
 namespace oomcast::sim {
-
-struct BlockBySizeOrder {
-  bool operator()(const Block* a, const Block* b) const {
-    if (a->stream != b->stream) return a->stream < b->stream;
-    if (a->size != b->size) return a->size < b->size;
-    return a->address < b->address;
-  }
-};
 
 struct BlockByAddressOrder {
   bool operator()(const Block* a, const Block* b) const {
@@ -28,8 +21,8 @@ struct BlockByAddressOrder {
 
 class BlockPool {
  public:
-  using FreeSet = std::pmr::set<Block*, BlockBySizeOrder>;
-  using UnmappedSet = std::pmr::set<Block*, BlockByAddressOrder>;
+  using FreeSet = FreeBlockSet;
+  using UnmappedSet = std::set<Block*, BlockByAddressOrder>;
 
   explicit BlockPool(bool is_small);
   BlockPool(const BlockPool&) = delete;
@@ -53,7 +46,6 @@ class BlockPool {
 
  private:
   bool is_small_;
-  std::pmr::unsynchronized_pool_resource node_memory_;
   FreeSet blocks_;
   UnmappedSet unmapped_;
 };

@@ -30,7 +30,7 @@ Block* CachingAllocator::new_block() {
   if (!spare_blocks_.empty()) {
     Block* block = spare_blocks_.back();
     spare_blocks_.pop_back();
-    *block = Block{};
+    block->reset();
     return block;
   }
   return &block_storage_.emplace_back();

@@ -108,7 +108,7 @@ void CachingAllocator::unmap_block(Block* block) {
   // Split off the partial pages before and after; they stay mapped and free in the pool.
   if (begin > block->address) {
     Block* head = new_block();
-    *head = *block;
+    head->copy_fields_from(*block);
     head->size = begin - block->address;
     head->next = block;
     if (head->prev) head->prev->next = head;
@@ -119,7 +119,7 @@ void CachingAllocator::unmap_block(Block* block) {
   }
   if (end < block->address + block->size) {
     Block* tail = new_block();
-    *tail = *block;
+    tail->copy_fields_from(*block);
     tail->address = end;
     tail->size = block->address + block->size - end;
     tail->prev = block;
