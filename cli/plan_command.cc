@@ -1,0 +1,44 @@
+// `oomcast plan SCENARIO [--set key=value]... [--json]`: loads the scenario, predicts its
+// memory and prints the report. Exit code 0 when it fits, 1 when it would hit OOM.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "planner/predict.h"
+#include "planner/report.h"
+#include "planner/scenario_loader.h"
+
+namespace oomcast::cli {
+
+namespace {
+
+struct PlanFlags {
+  std::string scenario;
+  std::vector<std::string> overrides;
+  bool json = false;
+};
+
+int run_plan(const PlanFlags& flags) {
+  planner::Prediction prediction = planner::predict(planner::load_scenario(flags.scenario, flags.overrides));
+  std::string text = flags.json ? planner::render_json(prediction) : planner::render_text(prediction);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return prediction.fits ? 0 : 1;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<PlanFlags>();
+  CLI::App* command = app.add_subcommand(
+      "plan", "predict the memory of a training scenario (YAML; docs/scenario-format.md)");
+  command->add_option("scenario", flags->scenario, "scenario YAML file")->required();
+  command->add_option("--set", flags->overrides,
+                      "override a scenario key: --set batch_size=32 --set model.layers=4 (repeatable)")
+      ->allow_extra_args(false);
+  command->add_flag("--json", flags->json, "print JSON (keys in DESIGN.md) instead of text");
+  command->callback([flags, &exit_code] { exit_code = run_plan(*flags); });
+}
+
+}  // namespace oomcast::cli

@@ -1,0 +1,140 @@
+// ViT as torchvision's vit_b_16 lays it out: conv_proj patch embedding, class token,
+// learned position embedding, pre-LN encoder blocks built on nn.MultiheadAttention
+// (packed in_proj, need_weights=False so SDPA), GELU MLP, final LayerNorm, linear head.
+#include <string>
+#include <vector>
+
+#include "base/input_error.h"
+#include "planner/families/families.h"
+#include "planner/ops/op_catalogue.h"
+
+namespace oomcast::planner::families {
+
+namespace {
+
+struct VitLayer {
+  TensorId ln_1_w, ln_1_b, in_proj_w, in_proj_b, out_proj_w, out_proj_b, ln_2_w, ln_2_b, fc1_w, fc1_b, fc2_w, fc2_b;
+};
+
+}  // namespace
+
+void build_vit(GraphBuilder& g, const ModelConfig& model) {
+  const int64_t layers = dim(model, "layers");
+  const int64_t hidden = dim(model, "hidden");
+  const int64_t heads = dim(model, "heads");
+  const int64_t ffn = dim(model, "ffn_hidden");
+  const int64_t image = dim(model, "image_size");
+  const int64_t patch = dim(model, "patch_size");
+  const int64_t channels = dim(model, "channels");
+  const int64_t classes = dim(model, "num_classes");
+  const int64_t batch = g.context().batch;
+  if (g.context().seq_len != image) {
+    throw InputError(SourceLocation{model.source, 0, 0, -1}, "seq_len",
+                     "vit takes images of exactly " + std::to_string(image) + " pixels (seq_len is the image size), got " +
+                         std::to_string(g.context().seq_len));
+  }
+  const int64_t patches = (image / patch) * (image / patch);
+  const int64_t seq = patches + 1;
+
+  // VisionTransformer's own parameter (class_token) comes before its children's.
+  TensorId class_token = g.parameter("class_token", {1, 1, hidden});
+  TensorId conv_w = g.parameter("conv_proj.weight", {hidden, channels, patch, patch});
+  TensorId conv_b = g.parameter("conv_proj.bias", {hidden});
+  g.push_module("encoder");
+  TensorId pos_embedding = g.parameter("pos_embedding", {1, seq, hidden});
+  std::vector<VitLayer> blocks(static_cast<size_t>(layers));
+  for (int64_t i = 0; i < layers; ++i) {
+    VitLayer& b = blocks[static_cast<size_t>(i)];
+    g.push_module("layers.encoder_layer_" + std::to_string(i));
+    b.ln_1_w = g.parameter("ln_1.weight", {hidden});
+    b.ln_1_b = g.parameter("ln_1.bias", {hidden});
+    b.in_proj_w = g.parameter("self_attention.in_proj_weight", {3 * hidden, hidden});
+    b.in_proj_b = g.parameter("self_attention.in_proj_bias", {3 * hidden});
+    b.out_proj_w = g.parameter("self_attention.out_proj.weight", {hidden, hidden});
+    b.out_proj_b = g.parameter("self_attention.out_proj.bias", {hidden});
+    b.ln_2_w = g.parameter("ln_2.weight", {hidden});
+    b.ln_2_b = g.parameter("ln_2.bias", {hidden});
+    b.fc1_w = g.parameter("mlp.0.weight", {ffn, hidden});
+    b.fc1_b = g.parameter("mlp.0.bias", {ffn});
+    b.fc2_w = g.parameter("mlp.3.weight", {hidden, ffn});
+    b.fc2_b = g.parameter("mlp.3.bias", {hidden});
+    g.pop_module();
+  }
+  TensorId ln_w = g.parameter("ln.weight", {hidden});
+  TensorId ln_b = g.parameter("ln.bias", {hidden});
+  g.pop_module();
+  TensorId head_w = g.parameter("heads.head.weight", {classes, hidden});
+  TensorId head_b = g.parameter("heads.head.bias", {classes});
+
+  // Images arrive in the parameters' dtype (the loop casts them for pure bf16).
+  DType image_dtype = g.precision().parameter_dtype;
+  TensorId images = g.input("images", static_cast<uint64_t>(batch * channels * image * image), image_dtype);
+  TensorId labels = g.input("labels", static_cast<uint64_t>(batch), DType::Int64);
+
+  int64_t height = image, width = image;
+  ops::ConvShape conv{channels, hidden, patch, patch, 0};
+  TensorId patches_out = ops::conv2d(g, "conv_proj", images, conv_w, conv_b, conv, &height, &width);
+  TensorId flat = ops::view(g, "patch_tokens", patches_out, g.tensor(patches_out).numel);
+  TensorId cls = ops::view(g, "class_token_expand", class_token, static_cast<uint64_t>(batch * hidden));
+  TensorId x = ops::cat(g, "cat_class_token", cls, flat);
+  g.push_module("encoder");
+  x = ops::add(g, "add_pos_embedding", x, pos_embedding);
+  x = ops::dropout(g, "dropout", x);
+
+  ops::AttentionShape shape;
+  shape.batch = batch;
+  shape.heads = heads;
+  shape.seq = seq;
+  shape.head_dim = hidden / heads;
+  shape.causal = false;
+  for (int64_t i = 0; i < layers; ++i) {
+    const VitLayer& b = blocks[static_cast<size_t>(i)];
+    g.push_module("layers.encoder_layer_" + std::to_string(i));
+    g.begin_unit();
+    g.begin_scope();
+    g.hold(x);
+    TensorId ln1 = ops::layer_norm(g, "ln_1", x, b.ln_1_w, b.ln_1_b, hidden);
+    g.push_module("self_attention");
+    g.begin_scope();
+    g.hold(ln1);
+    // batch_first: the query is transposed to [s, b, h], so linear's matmul copies it.
+    TensorId proj = ops::linear(g, "in_proj", ln1, b.in_proj_w, b.in_proj_b, hidden, 3 * hidden, /*copy_input=*/true);
+    // proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
+    TensorId packed = ops::copy(g, "in_proj_packed", proj);
+    std::vector<TensorId> qkv = ops::split(g, "qkv", packed, 3);
+    TensorId attn = ops::attention(g, "attention", qkv[0], qkv[1], qkv[2], shape);
+    if (g.context().attention == AttentionImpl::Flash || g.context().attention == AttentionImpl::MemEfficient) {
+      // attn_output.permute(2, 0, 1, 3).contiguous(): [s, b, ...] order, always a copy.
+      attn = ops::copy(g, "attn_output_contiguous", attn);
+    }
+    TensorId out = ops::linear(g, "out_proj", attn, b.out_proj_w, b.out_proj_b, hidden, hidden);
+    g.end_scope();
+    g.pop_module();
+    out = ops::dropout(g, "dropout", out);
+    TensorId x_mid = ops::add(g, "attn_residual", out, x);
+    TensorId ln2 = ops::layer_norm(g, "ln_2", x_mid, b.ln_2_w, b.ln_2_b, hidden);
+    g.push_module("mlp");
+    TensorId h = ops::linear(g, "0", ln2, b.fc1_w, b.fc1_b, hidden, ffn);
+    h = ops::gelu(g, "1", h);
+    h = ops::dropout(g, "2", h);
+    h = ops::linear(g, "3", h, b.fc2_w, b.fc2_b, ffn, hidden);
+    h = ops::dropout(g, "4", h);
+    g.pop_module();
+    x = ops::add(g, "mlp_residual", x_mid, h);
+    g.end_scope();
+    g.end_unit();
+    g.pop_module();
+  }
+  x = ops::layer_norm(g, "ln", x, ln_w, ln_b, hidden);
+  g.pop_module();
+  // x[:, 0]: a select view; its backward zero-fills a grad of the full [b, s, h].
+  TensorId first = g.view(x, "class_token_out", static_cast<uint64_t>(batch * hidden));
+  OpNode& select = g.add_op(OpKind::View, "class_token_out", {x}, {first}, {GradRule::New});
+  g.finish_op(select);
+  TensorId logits = ops::linear(g, "heads.head", first, head_w, head_b, hidden, classes);
+  TensorId loss = ops::cross_entropy(g, "cross_entropy", logits, labels, classes);
+  g.set_named_output("logits", logits);
+  g.set_loss(loss);
+}
+
+}  // namespace oomcast::planner::families

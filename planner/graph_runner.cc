@@ -1,0 +1,384 @@
+// GraphRunner: reference counting of storages and gradients over one forward/backward.
+// The rules are training-memory-model.md §1: saved tensors die after their node's backward,
+// Python references at the last use (or scope end), gradients are summed in place, .grad
+// steals the first incoming buffer and accumulates in place afterwards.
+#include "planner/graph_runner.h"
+
+#include <algorithm>
+#include <climits>
+#include <stdexcept>
+
+namespace oomcast::planner {
+
+namespace {
+constexpr uint32_t kNoSlot = UINT32_MAX;
+}
+
+GraphRunner::GraphRunner(const LayerGraph& graph, ExecutionOrder order, const CheckpointPlan& checkpoints,
+                         ModelState* model, ScheduleWriter* writer, const std::vector<std::string>& caller_held)
+    : graph_(graph), order_(std::move(order)), checkpoints_(checkpoints), model_(model), writer_(writer) {
+  const size_t num_tensors = graph_.tensors.size();
+  release_at_.resize(order_.order.size());
+  held_.assign(num_tensors, 0);
+  caller_keeps_.assign(num_tensors, 0);
+  for (const auto& [output_name, tensor] : graph_.named_outputs) {
+    held_[tensor] = 1;
+    if (std::find(caller_held.begin(), caller_held.end(), output_name) != caller_held.end()) caller_keeps_[tensor] = 1;
+  }
+  if (graph_.loss != kNoTensor) held_[graph_.loss] = 1;  // loss.backward() needs it
+  for (uint32_t position = 0; position < order_.order.size(); ++position) {
+    for (TensorId out : graph_.ops[order_.order[position]].outputs) {
+      if (!is_tracked(out) || held_[out]) continue;
+      int32_t last = order_.last_use[out];
+      release_at_[static_cast<size_t>(last >= 0 ? last : static_cast<int32_t>(position))].push_back(out);
+    }
+  }
+  parameter_uses_.assign(graph_.parameters.size(), 0);
+  for (const OpNode& op : graph_.ops) {
+    if (!op.records_grad_node) continue;
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const TensorDesc& desc = graph_.tensors[op.inputs[i]];
+      if (desc.parameter >= 0 && op.input_grads[i] != GradRule::None) ++parameter_uses_[static_cast<size_t>(desc.parameter)];
+    }
+  }
+  unit_external_kept_.resize(static_cast<size_t>(graph_.num_units));
+  unit_internal_kept_.resize(static_cast<size_t>(graph_.num_units));
+  internal_kept_unit_.assign(num_tensors, -1);
+  std::vector<int32_t> producer_unit(num_tensors, -2);
+  for (const OpNode& op : graph_.ops) {
+    for (TensorId out : op.outputs) producer_unit[out] = op.unit;
+  }
+  for (size_t unit = 0; unit < checkpoints_.unit_kept.size(); ++unit) {
+    for (TensorId tensor : checkpoints_.unit_kept[unit]) {
+      if (producer_unit[tensor] == static_cast<int32_t>(unit)) {
+        internal_kept_unit_[tensor] = static_cast<int32_t>(unit);
+        unit_internal_kept_[unit].push_back(tensor);
+      } else {
+        unit_external_kept_[unit].push_back(tensor);
+      }
+    }
+  }
+  slot_.assign(num_tensors, kNoSlot);
+  recompute_ref_.assign(num_tensors, 0);
+  refs_.assign(num_tensors, 0);
+  grad_of_.assign(num_tensors, -1);
+  grad_name_cache_.assign(num_tensors, 0);
+  saved_acquired_.resize(graph_.ops.size());
+  dropped_savers_.resize(num_tensors);
+  for (uint32_t op = 0; op < graph_.ops.size(); ++op) {
+    saved_acquired_[op].assign(graph_.ops[op].saved.size(), 0);
+    const std::vector<uint8_t>& dropped = checkpoints_.saved_dropped[op];
+    for (uint32_t i = 0; i < dropped.size(); ++i) {
+      if (dropped[i]) dropped_savers_[graph_.tensors[graph_.ops[op].saved[i]].storage].emplace_back(op, i);
+    }
+  }
+  unit_recomputed_.assign(static_cast<size_t>(graph_.num_units), 0);
+  parameter_buffer_.assign(graph_.parameters.size(), -1);
+  parameter_pending_.assign(graph_.parameters.size(), 0);
+}
+
+bool GraphRunner::is_tracked(TensorId tensor) const {
+  TensorRole role = graph_.tensors[graph_.tensors[tensor].storage].role;
+  return role == TensorRole::Activation || role == TensorRole::AutocastWeight;
+}
+
+void GraphRunner::acquire(TensorId tensor) {
+  TensorId storage = graph_.tensors[tensor].storage;
+  if (!is_tracked(storage)) return;
+  ++refs_[storage];
+}
+
+void GraphRunner::release(TensorId tensor) {
+  TensorId storage = graph_.tensors[tensor].storage;
+  if (!is_tracked(storage)) return;
+  if (refs_[storage] == 0) throw std::logic_error("planner released a dead tensor: " + graph_.names[graph_.tensors[tensor].name]);
+  if (--refs_[storage] == 0) {
+    writer_->free(slot_[storage]);
+    slot_[storage] = kNoSlot;
+  }
+}
+
+void GraphRunner::alloc_output(TensorId tensor, bool reuse_live) {
+  const TensorDesc& desc = graph_.tensors[tensor];
+  if (!is_tracked(tensor)) return;
+  if (desc.owns_storage(tensor)) {
+    if (slot_[tensor] != kNoSlot) {
+      if (!reuse_live) throw std::logic_error("planner allocated a live tensor twice: " + graph_.names[desc.name]);
+    } else {
+      slot_[tensor] = writer_->alloc(name(desc.name), desc.bytes(), TensorCategory::Activation);
+    }
+  }
+  acquire(tensor);
+}
+
+void GraphRunner::run_transients(const std::vector<Transient>& transients, bool after_outputs,
+                                 std::vector<uint32_t>* slots) {
+  for (const Transient& transient : transients) {
+    if (transient.after_outputs != after_outputs) continue;
+    slots->push_back(writer_->alloc(name(transient.name), transient.bytes, TensorCategory::Temporary));
+  }
+}
+
+void GraphRunner::maybe_workspace(bool backward_thread) {
+  if (!model_->gpu_workspaces || model_->workspaces_created >= model_->workspace_count) return;
+  bool& has = backward_thread ? model_->backward_workspace : model_->forward_workspace;
+  if (has) return;
+  has = true;
+  ++model_->workspaces_created;
+  writer_->alloc(writer_->intern(backward_thread ? "cublas_workspace.autograd_thread" : "cublas_workspace.main_thread"),
+                 model_->workspace_bytes, TensorCategory::Workspace);
+}
+
+void GraphRunner::run_forward_op(uint32_t op_index, int32_t position) {
+  const OpNode& op = graph_.ops[op_index];
+  writer_->set_op(name(op.name));
+  if (op.uses_cublas) maybe_workspace(false);
+  if (op.unit >= 0 && checkpoints_.unit_checkpointed[static_cast<size_t>(op.unit)] &&
+      position == checkpoints_.unit_first_position[static_cast<size_t>(op.unit)]) {
+    for (TensorId tensor : unit_external_kept_[static_cast<size_t>(op.unit)]) acquire(tensor);
+  }
+  std::vector<uint32_t>& transients = transient_slots_;
+  transients.clear();
+  run_transients(op.forward_transients, false, &transients);
+  for (TensorId out : op.outputs) alloc_output(out, false);
+  if (op.records_grad_node && grad_mode_run_) {
+    const std::vector<uint8_t>& dropped = checkpoints_.saved_dropped[op_index];
+    for (size_t i = 0; i < op.saved.size(); ++i) {
+      if (!dropped[i]) {
+        acquire(op.saved[i]);
+        saved_acquired_[op_index][i] = 1;
+      }
+    }
+  }
+  for (TensorId out : op.outputs) {
+    if (internal_kept_unit_[out] >= 0) acquire(out);
+  }
+  run_transients(op.forward_transients, true, &transients);
+  for (uint32_t slot : transients) writer_->free(slot);
+  for (TensorId tensor : release_at_[static_cast<size_t>(position)]) release(tensor);
+}
+
+void GraphRunner::forward() {
+  grad_mode_run_ = true;
+  for (uint32_t position = 0; position < order_.order.size(); ++position) {
+    run_forward_op(order_.order[position], static_cast<int32_t>(position));
+  }
+}
+
+void GraphRunner::recompute_unit(size_t unit) {
+  unit_recomputed_[unit] = 1;
+  std::vector<TensorId> release_at_end;
+  auto first = static_cast<uint32_t>(checkpoints_.unit_first_position[unit]);
+  auto stop = checkpoints_.unit_recompute_stop[unit];
+  for (uint32_t position = first; static_cast<int32_t>(position) <= stop; ++position) {
+    uint32_t op_index = order_.order[position];
+    if (!checkpoints_.recomputed[op_index]) continue;
+    const OpNode& op = graph_.ops[op_index];
+    writer_->set_op(name(op.name));
+    std::vector<uint32_t>& transients = transient_slots_;
+    transients.clear();
+    run_transients(op.forward_transients, false, &transients);
+    for (TensorId out : op.outputs) {
+      alloc_output(out, /*reuse_live=*/true);
+      recompute_ref_[out] = is_tracked(out) ? 1 : 0;
+      // Every node of the block that saved this tensor (and had it dropped) gets it back.
+      if (!graph_.tensors[out].owns_storage(out)) continue;
+      for (const auto& [saver, index] : dropped_savers_[out]) {
+        if (saved_acquired_[saver][index]) continue;
+        acquire(graph_.ops[saver].saved[index]);
+        saved_acquired_[saver][index] = 1;
+      }
+    }
+    run_transients(op.forward_transients, true, &transients);
+    for (uint32_t slot : transients) writer_->free(slot);
+    // Program references of the recomputed tensors end at their last recomputed use.
+    for (TensorId in : op.inputs) {
+      if (checkpoints_.recompute_last_use[in] == static_cast<int32_t>(position) && recompute_ref_[in]) {
+        recompute_ref_[in] = 0;
+        release(in);
+      }
+    }
+    for (TensorId out : op.outputs) {
+      if (!is_tracked(out)) continue;
+      int32_t last = checkpoints_.recompute_last_use[out];
+      if (last == INT32_MAX) {
+        release_at_end.push_back(out);
+      } else if (last < static_cast<int32_t>(position)) {
+        recompute_ref_[out] = 0;
+        release(out);
+      }
+    }
+  }
+  for (TensorId tensor : release_at_end) {
+    if (!recompute_ref_[tensor]) continue;
+    recompute_ref_[tensor] = 0;
+    release(tensor);
+  }
+  // Selective checkpointing: SAC's cache entries are consumed by the recompute.
+  for (TensorId tensor : unit_internal_kept_[unit]) release(tensor);
+}
+
+uint32_t GraphRunner::grad_name(TensorId tensor) {
+  uint32_t& cached = grad_name_cache_[tensor];
+  if (cached == 0) cached = writer_->intern("grad:" + graph_.names[graph_.tensors[tensor].name]);
+  return cached;
+}
+
+int32_t GraphRunner::new_grad(TensorId tensor, TensorCategory category) {
+  uint32_t slot = writer_->alloc(grad_name(tensor), graph_.tensors[tensor].bytes(), category);
+  grads_.push_back(GradBuffer{slot, 1});
+  return static_cast<int32_t>(grads_.size() - 1);
+}
+
+void GraphRunner::release_grad(int32_t grad) {
+  GradBuffer& buffer = grads_[static_cast<size_t>(grad)];
+  if (buffer.refs == 0) throw std::logic_error("planner released a dead gradient");
+  if (--buffer.refs == 0) writer_->free(buffer.slot);
+}
+
+void GraphRunner::release_saved(uint32_t op_index) {
+  const OpNode& op = graph_.ops[op_index];
+  std::vector<uint8_t>& acquired = saved_acquired_[op_index];
+  for (size_t i = 0; i < op.saved.size(); ++i) {
+    if (!acquired[i]) continue;
+    acquired[i] = 0;
+    release(op.saved[i]);
+  }
+}
+
+void GraphRunner::finalize_parameter(int32_t parameter) {
+  auto index = static_cast<size_t>(parameter);
+  int32_t buffer = parameter_buffer_[index];
+  if (buffer < 0) return;
+  parameter_buffer_[index] = -1;
+  if (model_->grad_slot[index] >= 0) {
+    release_grad(buffer);  // .grad += new_grad, in place
+  } else {
+    model_->grad_slot[index] = grads_[static_cast<size_t>(buffer)].slot;  // AccumulateGrad steals it
+    grads_[static_cast<size_t>(buffer)].refs = 0;
+  }
+}
+
+void GraphRunner::deliver_parameter_grad(int32_t parameter, int32_t grad) {
+  auto index = static_cast<size_t>(parameter);
+  // Several uses of one parameter (tied embeddings) sum in AccumulateGrad's input buffer,
+  // which runs once every use has delivered.
+  if (parameter_buffer_[index] < 0) {
+    parameter_buffer_[index] = grad;
+  } else {
+    release_grad(grad);
+  }
+  if (--parameter_pending_[index] <= 0) finalize_parameter(parameter);
+}
+
+void GraphRunner::run_backward_node(uint32_t op_index) {
+  const OpNode& op = graph_.ops[op_index];
+  bool reached = false;
+  for (TensorId out : op.outputs) reached = reached || grad_of_[out] >= 0;
+  if (!reached) return;  // no gradient flows here; saved tensors go with the graph at the end
+  writer_->set_op(name(op.name));
+  if (op.uses_cublas) maybe_workspace(true);
+  std::vector<uint32_t>& transients = transient_slots_;
+  transients.clear();
+  run_transients(op.backward_transients, false, &transients);
+  std::vector<std::pair<TensorId, int32_t>>& produced = produced_;
+  produced.clear();
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    TensorId in = op.inputs[i];
+    const TensorDesc& desc = graph_.tensors[in];
+    GradRule rule = op.input_grads[i];
+    if (!desc.requires_grad || rule == GradRule::None) continue;
+    if (desc.parameter >= 0) rule = GradRule::New;
+    if (rule == GradRule::New) {
+      TensorCategory category = TensorCategory::Temporary;
+      if (desc.parameter >= 0) {
+        auto p = static_cast<size_t>(desc.parameter);
+        if (model_->grad_slot[p] < 0 && parameter_buffer_[p] < 0) category = TensorCategory::Gradient;
+      }
+      produced.emplace_back(in, new_grad(in, category));
+    } else {
+      int32_t incoming = grad_of_[op.outputs[0]];
+      if (incoming < 0) continue;
+      ++grads_[static_cast<size_t>(incoming)].refs;
+      produced.emplace_back(in, incoming);
+    }
+  }
+  run_transients(op.backward_transients, true, &transients);
+  for (uint32_t slot : transients) writer_->free(slot);
+  // The node returns: its incoming gradients drop, then release_variables() frees what it saved.
+  for (TensorId out : op.outputs) {
+    if (grad_of_[out] >= 0) {
+      release_grad(grad_of_[out]);
+      grad_of_[out] = -1;
+    }
+  }
+  release_saved(op_index);
+  for (const auto& [in, grad] : produced) {
+    const TensorDesc& desc = graph_.tensors[in];
+    if (desc.parameter >= 0) {
+      deliver_parameter_grad(desc.parameter, grad);
+    } else if (grad_of_[in] >= 0) {
+      release_grad(grad);  // InputBuffer adds the second contribution in place
+    } else {
+      grad_of_[in] = grad;
+    }
+  }
+}
+
+void GraphRunner::backward() {
+  if (graph_.loss == kNoTensor) throw std::logic_error("graph has no loss");
+  grads_.clear();
+  for (size_t p = 0; p < parameter_pending_.size(); ++p) parameter_pending_[p] = parameter_uses_[p];
+  writer_->set_op(writer_->intern("loss.backward"));
+  grad_of_[graph_.loss] = new_grad(graph_.loss, TensorCategory::Temporary);  // ones_like(loss)
+  for (int32_t position = static_cast<int32_t>(order_.order.size()) - 1; position >= 0; --position) {
+    uint32_t op_index = order_.order[static_cast<size_t>(position)];
+    const OpNode& op = graph_.ops[op_index];
+    bool checkpointed = op.unit >= 0 && checkpoints_.unit_checkpointed[static_cast<size_t>(op.unit)];
+    if (checkpointed && !unit_recomputed_[static_cast<size_t>(op.unit)]) recompute_unit(static_cast<size_t>(op.unit));
+    if (op.records_grad_node) run_backward_node(op_index);
+    if (checkpointed && position == checkpoints_.unit_first_position[static_cast<size_t>(op.unit)]) {
+      for (TensorId tensor : unit_external_kept_[static_cast<size_t>(op.unit)]) release(tensor);
+    }
+  }
+  // The graph is gone after backward: nodes that were never reached free their saved tensors.
+  for (uint32_t op_index = 0; op_index < graph_.ops.size(); ++op_index) release_saved(op_index);
+  for (TensorId tensor = 0; tensor < grad_of_.size(); ++tensor) {
+    if (grad_of_[tensor] >= 0) {
+      release_grad(grad_of_[tensor]);
+      grad_of_[tensor] = -1;
+    }
+  }
+  for (size_t p = 0; p < parameter_buffer_.size(); ++p) finalize_parameter(static_cast<int32_t>(p));
+  std::fill(unit_recomputed_.begin(), unit_recomputed_.end(), 0);
+}
+
+std::vector<std::pair<std::string, uint32_t>> GraphRunner::finish_step() {
+  std::vector<std::pair<std::string, uint32_t>> kept;
+  for (const auto& [output_name, tensor] : graph_.named_outputs) {
+    TensorId storage = graph_.tensors[tensor].storage;
+    if (!is_tracked(storage) || slot_[storage] == kNoSlot) continue;
+    if (caller_keeps_[tensor] && refs_[storage] == 1) {
+      kept.emplace_back(output_name, slot_[storage]);
+      slot_[storage] = kNoSlot;
+      refs_[storage] = 0;
+    } else {
+      release(tensor);
+    }
+  }
+  if (graph_.loss != kNoTensor && graph_.named_outputs.count("loss") == 0) release(graph_.loss);
+  return kept;
+}
+
+std::vector<uint32_t> GraphRunner::take_all_live() {
+  std::vector<uint32_t> live;
+  for (TensorId tensor = 0; tensor < slot_.size(); ++tensor) {
+    if (slot_[tensor] != kNoSlot) live.push_back(slot_[tensor]);
+    slot_[tensor] = kNoSlot;
+    refs_[tensor] = 0;
+  }
+  for (auto& acquired : saved_acquired_) std::fill(acquired.begin(), acquired.end(), 0);
+  return live;
+}
+
+}  // namespace oomcast::planner

@@ -1,0 +1,104 @@
+// GraphRunner: plays one LayerGraph's forward and backward into the schedule. It keeps the
+// reference counts that decide when storage dies (Python references until last use, saved
+// tensors until their node's backward, views on their base), the gradient buffers
+// (fan-in added in place), .grad stealing/accumulation, checkpoint recomputation and the
+// cuBLAS workspaces.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/checkpointing.h"
+#include "planner/layer_graph.h"
+#include "planner/schedule_writer.h"
+
+namespace oomcast::planner {
+
+// What outlives one forward/backward: the parameters' .grad and the cuBLAS workspaces.
+struct ModelState {
+  std::vector<int64_t> grad_slot;          // per parameter: the .grad allocation, -1 if None
+  bool gpu_workspaces = false;             // allocate cuBLAS workspaces at first GEMMs
+  uint64_t workspace_bytes = 0;
+  int64_t workspace_count = 0;
+  int64_t workspaces_created = 0;
+  bool forward_workspace = false;          // the forward thread's handle has one
+  bool backward_workspace = false;         // the autograd thread's handle has one
+};
+
+class GraphRunner {
+ public:
+  // `caller_held`: named outputs ("loss", "logits") the training loop keeps after the step.
+  // `order` is compute_execution_order(graph); `checkpoints` was planned on the same order.
+  GraphRunner(const LayerGraph& graph, ExecutionOrder order, const CheckpointPlan& checkpoints, ModelState* model,
+              ScheduleWriter* writer, const std::vector<std::string>& caller_held);
+
+  const LayerGraph& graph() const { return graph_; }
+  const ExecutionOrder& order() const { return order_; }
+
+  void forward();
+  // Requires: forward() ran with grad mode on.
+  void backward();
+  // After backward (or forward alone): hands the storages of the caller-held outputs to the
+  // caller (their slots) and frees whatever else the runner still references.
+  std::vector<std::pair<std::string, uint32_t>> finish_step();
+  // Hands every live activation (a graph nobody runs backward on) to the caller.
+  std::vector<uint32_t> take_all_live();
+
+ private:
+  struct GradBuffer {
+    uint32_t slot;
+    uint32_t refs;
+  };
+
+  void acquire(TensorId tensor);
+  void release(TensorId tensor);
+  void alloc_output(TensorId tensor, bool reuse_live);
+  void run_transients(const std::vector<Transient>& transients, bool after_outputs, std::vector<uint32_t>* slots);
+  void maybe_workspace(bool backward_thread);
+  void run_forward_op(uint32_t op_index, int32_t position);
+  void recompute_unit(size_t unit);
+  void run_backward_node(uint32_t op_index);
+  void release_saved(uint32_t op_index);
+  int32_t new_grad(TensorId tensor, TensorCategory category);
+  void release_grad(int32_t grad);
+  void deliver_parameter_grad(int32_t parameter, int32_t grad);
+  void finalize_parameter(int32_t parameter);
+  uint32_t grad_name(TensorId tensor);
+  uint32_t name(uint32_t graph_name) { return writer_->graph_name(graph_.names, &name_cache_, graph_name); }
+  bool is_tracked(TensorId tensor) const;
+
+  const LayerGraph& graph_;
+  ExecutionOrder order_;
+  const CheckpointPlan& checkpoints_;
+  ModelState* model_;
+  ScheduleWriter* writer_;
+  std::vector<uint32_t> name_cache_;
+  std::vector<uint32_t> grad_name_cache_;
+
+  std::vector<std::vector<TensorId>> release_at_;   // per position: program references that end there
+  std::vector<uint8_t> held_;                       // per tensor: kept by the caller past its last use
+  std::vector<uint8_t> caller_keeps_;               // per tensor: still kept after the step
+  std::vector<int32_t> parameter_uses_;             // per parameter: backward nodes delivering to it
+  std::vector<std::vector<TensorId>> unit_external_kept_;
+  std::vector<int32_t> internal_kept_unit_;         // per tensor: unit whose SAC cache keeps it, -1
+  std::vector<std::vector<TensorId>> unit_internal_kept_;
+
+  // Per-run state.
+  std::vector<uint32_t> slot_;                      // per storage tensor
+  std::vector<uint32_t> refs_;
+  std::vector<std::vector<uint8_t>> saved_acquired_; // per op, parallel to OpNode::saved
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> dropped_savers_;  // per storage: (op, saved index)
+  std::vector<uint8_t> unit_recomputed_;
+  std::vector<GradBuffer> grads_;
+  std::vector<int32_t> grad_of_;                    // per tensor: index into grads_, -1
+  std::vector<int32_t> parameter_buffer_;           // per parameter: pending fan-in buffer, -1
+  std::vector<int32_t> parameter_pending_;
+  bool grad_mode_run_ = false;
+  // Scratch reused across ops (no allocation per op on the hot path).
+  std::vector<uint32_t> transient_slots_;
+  std::vector<uint8_t> recompute_ref_;              // per tensor: holds a recompute program reference
+  std::vector<std::pair<TensorId, int32_t>> produced_;
+};
+
+}  // namespace oomcast::planner

@@ -1,0 +1,129 @@
+// LayerGraph helpers and the Boost.Graph DAG that gives execution order and last uses.
+#include "planner/layer_graph.h"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <functional>
+#include <queue>
+#include <stdexcept>
+
+namespace oomcast::planner {
+
+namespace {
+
+struct OpKindEntry {
+  OpKind kind;
+  const char* name;
+};
+
+constexpr OpKindEntry kOpKinds[] = {
+    {OpKind::Linear, "linear"},       {OpKind::Matmul, "matmul"},
+    {OpKind::Attention, "attention"}, {OpKind::Conv, "conv"},
+    {OpKind::Embedding, "embedding"}, {OpKind::LayerNorm, "layer_norm"},
+    {OpKind::BatchNorm, "batch_norm"}, {OpKind::Softmax, "softmax"},
+    {OpKind::LogSoftmax, "log_softmax"}, {OpKind::NllLoss, "nll_loss"},
+    {OpKind::Dropout, "dropout"},     {OpKind::Gelu, "gelu"},
+    {OpKind::Silu, "silu"},           {OpKind::Relu, "relu"},
+    {OpKind::Tanh, "tanh"},           {OpKind::Add, "add"},
+    {OpKind::Mul, "mul"},             {OpKind::Pow, "pow"},
+    {OpKind::Mean, "mean"},           {OpKind::Rsqrt, "rsqrt"},
+    {OpKind::Neg, "neg"},             {OpKind::Cat, "cat"},
+    {OpKind::MaskedFill, "masked_fill"}, {OpKind::Cast, "cast"},
+    {OpKind::Copy, "copy"},           {OpKind::View, "view"},
+    {OpKind::Split, "split"},         {OpKind::Pool, "pool"},
+    {OpKind::Compare, "compare"},     {OpKind::Constant, "constant"},
+    {OpKind::ScopeEnd, "scope_end"},
+};
+
+// Edge property: which tensor flows along the edge.
+struct TensorEdge {
+  TensorId tensor = kNoTensor;
+};
+using OpDag = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS,
+                                    boost::no_property, TensorEdge>;
+
+}  // namespace
+
+const char* op_kind_name(OpKind kind) {
+  for (const auto& entry : kOpKinds) {
+    if (entry.kind == kind) return entry.name;
+  }
+  return "?";
+}
+
+bool parse_op_kind(const std::string& text, OpKind* kind) {
+  for (const auto& entry : kOpKinds) {
+    if (text == entry.name) {
+      *kind = entry.kind;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> op_kind_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : kOpKinds) names.emplace_back(entry.name);
+  return names;
+}
+
+uint64_t LayerGraph::parameter_count() const {
+  uint64_t total = 0;
+  for (TensorId id : parameters) total += tensors[id].numel;
+  return total;
+}
+
+ExecutionOrder compute_execution_order(const LayerGraph& graph) {
+  const size_t num_ops = graph.ops.size();
+  // The producer of each tensor; parameters, buffers and inputs have none.
+  std::vector<int64_t> producer(graph.tensors.size(), -1);
+  for (size_t op = 0; op < num_ops; ++op) {
+    for (TensorId out : graph.ops[op].outputs) producer[out] = static_cast<int64_t>(op);
+  }
+
+  OpDag dag(num_ops);
+  for (size_t op = 0; op < num_ops; ++op) {
+    for (TensorId in : graph.ops[op].inputs) {
+      if (producer[in] >= 0) boost::add_edge(static_cast<size_t>(producer[in]), op, TensorEdge{in}, dag);
+    }
+  }
+
+  // Kahn's algorithm with the smallest creation index first: any topological order is a
+  // valid execution, and this one is the order the Python program ran the ops in.
+  std::vector<size_t> pending_inputs(num_ops);
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
+  for (size_t op = 0; op < num_ops; ++op) {
+    pending_inputs[op] = boost::in_degree(op, dag);
+    if (pending_inputs[op] == 0) ready.push(op);
+  }
+  ExecutionOrder result;
+  result.order.reserve(num_ops);
+  result.position.assign(num_ops, -1);
+  while (!ready.empty()) {
+    size_t op = ready.top();
+    ready.pop();
+    result.position[op] = static_cast<int32_t>(result.order.size());
+    result.order.push_back(static_cast<uint32_t>(op));
+    for (auto [edge, end] = boost::out_edges(op, dag); edge != end; ++edge) {
+      size_t consumer = boost::target(*edge, dag);
+      if (--pending_inputs[consumer] == 0) ready.push(consumer);
+    }
+  }
+  if (result.order.size() != num_ops) throw std::logic_error("layer graph has a cycle");
+
+  // Last forward use of each tensor: the latest consumer along the graph's edges. Tensors
+  // with no producer (parameters, inputs) are consumed through edge-less inputs, so they
+  // are read from the op input lists.
+  result.last_use.assign(graph.tensors.size(), -1);
+  for (size_t op = 0; op < num_ops; ++op) {
+    for (auto [edge, end] = boost::in_edges(op, dag); edge != end; ++edge) {
+      TensorId tensor = dag[*edge].tensor;
+      result.last_use[tensor] = std::max(result.last_use[tensor], result.position[op]);
+    }
+    for (TensorId in : graph.ops[op].inputs) {
+      if (producer[in] < 0) result.last_use[in] = std::max(result.last_use[in], result.position[op]);
+    }
+  }
+  return result;
+}
+
+}  // namespace oomcast::planner

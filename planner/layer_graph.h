@@ -1,0 +1,97 @@
+// LayerGraph: a model's forward pass as a DAG of ops over tensors with concrete sizes and
+// dtypes (shapes resolved from the scenario), plus what each op saves for backward and how
+// its backward allocates. ExecutionOrder derives the run order and last uses from the graph.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "planner/precision.h"
+
+namespace oomcast::planner {
+
+using TensorId = uint32_t;
+constexpr TensorId kNoTensor = UINT32_MAX;
+
+enum class TensorRole : uint8_t { Activation, Parameter, Buffer, Input, AutocastWeight };
+
+struct TensorDesc {
+  uint32_t name = 0;             // index into LayerGraph::names
+  uint64_t numel = 0;
+  DType dtype = DType::Float32;
+  TensorRole role = TensorRole::Activation;
+  TensorId storage = kNoTensor;  // the tensor that owns the storage: itself, or a view's base
+  bool requires_grad = false;
+  int32_t parameter = -1;        // index into LayerGraph::parameters for parameters
+  uint64_t bytes() const { return numel * dtype_bytes(dtype); }
+  bool owns_storage(TensorId self) const { return storage == self; }
+};
+
+// How a backward node produces the gradient of one of its inputs.
+enum class GradRule : uint8_t {
+  None,         // no gradient flows to this input (indices, masks, running stats)
+  New,          // a fresh tensor the size of the input (mm, gelu_backward, casts, split cat)
+  PassThrough,  // the gradient of output 0 itself (add, views): no allocation
+};
+
+// A kernel-internal tensor: allocated while the op runs and freed before it returns.
+struct Transient {
+  uint32_t name = 0;
+  uint64_t bytes = 0;
+  bool after_outputs = false;  // allocated after the op's outputs (else before them)
+};
+
+enum class OpKind : uint8_t {
+  Linear, Matmul, Attention, Conv, Embedding, LayerNorm, BatchNorm, Softmax, LogSoftmax,
+  NllLoss, Dropout, Gelu, Silu, Relu, Tanh, Add, Mul, Pow, Mean, Rsqrt, Neg, Cat, MaskedFill,
+  Cast, Copy, View, Split, Pool, Compare, Constant, ScopeEnd,
+};
+const char* op_kind_name(OpKind kind);
+// Parses the names used by checkpointing.recompute_ops ("attention", "gelu", ...); false if unknown.
+bool parse_op_kind(const std::string& text, OpKind* kind);
+std::vector<std::string> op_kind_names();
+
+struct OpNode {
+  OpKind kind = OpKind::View;
+  uint32_t name = 0;                       // module path plus op, e.g. "h.3.attn.c_attn"
+  std::vector<TensorId> inputs;
+  std::vector<TensorId> outputs;
+  std::vector<TensorId> saved;             // what autograd keeps (guards already applied)
+  std::vector<GradRule> input_grads;       // parallel to inputs
+  std::vector<Transient> forward_transients;
+  std::vector<Transient> backward_transients;
+  int32_t unit = -1;                       // checkpoint unit (a block), -1 outside any
+  bool records_grad_node = false;          // grad mode on and some input requires grad
+  bool uses_cublas = false;                // a cuBLAS GEMM (creates the workspace on first use)
+};
+
+struct LayerGraph {
+  std::vector<std::string> names;          // names[0] == ""
+  std::vector<TensorDesc> tensors;
+  std::vector<OpNode> ops;                 // creation order (= autograd sequence numbers)
+  std::vector<TensorId> parameters;        // model.parameters() order; tied weights once
+  std::vector<std::vector<int64_t>> parameter_shapes;
+  std::vector<TensorId> buffers;           // persistent buffers (BN running stats, masks)
+  std::vector<TensorId> inputs;            // the batch tensors of one micro-batch
+  std::map<std::string, TensorId> named_outputs;  // "loss", "logits", ...
+  TensorId loss = kNoTensor;
+  int32_t num_units = 0;
+
+  uint64_t parameter_count() const;
+};
+
+// The order the forward runs in and when each tensor's last forward use happens.
+struct ExecutionOrder {
+  std::vector<uint32_t> order;        // op indices, a topological order of the graph
+  std::vector<int32_t> position;      // op index -> position in `order`
+  std::vector<int32_t> last_use;      // tensor -> position of its last consumer; -1 if none
+};
+
+// Builds the Boost.Graph DAG (an edge producer -> consumer per tensor use) and orders it
+// topologically, breaking ties by creation order so the result is the program order.
+// Throws std::logic_error if the graph has a cycle (a family bug, not bad input).
+ExecutionOrder compute_execution_order(const LayerGraph& graph);
+
+}  // namespace oomcast::planner

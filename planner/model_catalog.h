@@ -1,0 +1,29 @@
+// Model catalogue: resolves a model reference (preset name, model YAML file or Hugging Face
+// config.json) into a ModelConfig, lists the presets in models/, and counts parameters.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/scenario.h"
+
+namespace oomcast::planner {
+
+// Resolves a model reference: a preset name ("gpt2", "llama-2-7b"), a model YAML file, or a
+// Hugging Face config.json path. `base_dir` is the directory relative paths are resolved
+// against. Throws InputError (with did-you-mean for preset names).
+ModelConfig resolve_model(const std::string& reference, const std::string& base_dir);
+
+// Names of the presets found in the models/ directory, sorted.
+std::vector<std::string> preset_names();
+
+// The model's trainable parameter count (tied weights counted once), as
+// sum(p.numel() for p in model.parameters()) would report it.
+uint64_t parameter_count(const ModelConfig& model);
+
+// The directory holding the preset YAML files (OOMCAST_SOURCE_DIR/models, or models/ next to
+// the executable); empty when none is found.
+std::string models_directory();
+
+}  // namespace oomcast::planner

@@ -1,0 +1,197 @@
+// Attention: the eager path nanoGPT writes (q@kᵀ, scale, masked_fill, softmax, dropout, @v),
+// and the three SDPA backends (math, flash, memory-efficient) as §2.3 describes their saved
+// sets and transients; plus HF's rotary embedding.
+#include <stdexcept>
+
+#include "base/input_error.h"
+#include "planner/ops/op_catalogue.h"
+
+namespace oomcast::planner::ops {
+
+namespace {
+
+uint64_t round_up(uint64_t value, uint64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// bmm saves each operand for the other's gradient; `autocast` is false inside an op that
+// autocast already handled (SDPA math calls matmul below the autocast dispatch key).
+TensorId bmm(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b, uint64_t out_numel, bool copy_a,
+             bool copy_b, bool autocast) {
+  std::string name(leaf);
+  const PrecisionRules& rules = g.precision();
+  TensorId ac = a;
+  TensorId bc = b;
+  if (autocast) {
+    ac = g.cast(a, rules.matmul_dtype(g.tensor(a).dtype), name + ".a_cast");
+    bc = g.cast(b, rules.matmul_dtype(g.tensor(b).dtype), name + ".b_cast");
+  }
+  // matmul folds 4-D operands to 3-D with reshape: a head-split transpose cannot be viewed,
+  // so it is copied, and bmm saves the copies.
+  if (copy_a) ac = copy(g, name + ".a_contiguous", ac);
+  if (copy_b) bc = copy(g, name + ".b_contiguous", bc);
+  DType dtype = promote_types(g.tensor(ac).dtype, g.tensor(bc).dtype);
+  TensorId out = g.activation(name + ".out", out_numel, dtype);
+  bool a_requires_grad = g.tensor(ac).requires_grad;
+  bool b_requires_grad = g.tensor(bc).requires_grad;
+  OpNode& op = g.add_op(OpKind::Matmul, name, {ac, bc}, {out}, {GradRule::New, GradRule::New});
+  op.uses_cublas = true;
+  if (b_requires_grad) op.saved.push_back(ac);
+  if (a_requires_grad) op.saved.push_back(bc);
+  g.finish_op(op);
+  return out;
+}
+
+TensorId plain_softmax(GraphBuilder& g, std::string_view leaf, TensorId x, std::vector<Transient> transients) {
+  std::string name(leaf);
+  TensorId out = g.activation(name + ".out", g.tensor(x).numel, g.tensor(x).dtype);
+  OpNode& op = g.add_op(OpKind::Softmax, name, {x}, {out}, {GradRule::New});
+  op.saved.push_back(out);
+  op.forward_transients = std::move(transients);
+  g.finish_op(op);
+  return out;
+}
+
+TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, TensorId k, TensorId v,
+                         const AttentionShape& shape) {
+  uint64_t scores_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.seq);
+  uint64_t out_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.head_dim);
+  TensorId scores = bmm(g, name + ".qk", q, k, scores_numel, true, true, true);
+  TensorId att = scale(g, name + ".scale", scores);
+  if (shape.causal) {
+    // bias[:, :, :T, :T] == 0 builds a bool mask per call; masked_fill saves it.
+    uint64_t mask_numel = static_cast<uint64_t>(shape.seq * shape.seq);
+    TensorId mask = constant(g, name + ".causal_mask", mask_numel, DType::Bool, shape.causal_mask_buffer);
+    TensorId filled = g.activation(name + ".masked_fill.out", scores_numel, g.tensor(att).dtype);
+    OpNode& op = g.add_op(OpKind::MaskedFill, name + ".masked_fill", {att, mask}, {filled},
+                          {GradRule::New, GradRule::None});
+    op.saved.push_back(mask);
+    g.finish_op(op);
+    att = filled;
+  }
+  TensorId probabilities = softmax(g, name + ".softmax", att);
+  TensorId dropped = dropout(g, name + ".attn_dropout", probabilities);
+  g.hold(dropped);  // `att` is a local of forward(): it lives until the module returns
+  TensorId y = bmm(g, name + ".av", dropped, v, out_numel, false, true, true);
+  return copy(g, name + ".transpose_contiguous", y);
+}
+
+TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, TensorId k, TensorId v,
+                        const AttentionShape& shape) {
+  const PrecisionRules& rules = g.precision();
+  uint64_t scores_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.seq);
+  uint64_t out_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.head_dim);
+  // Autocast casts q, k, v to the low dtype (sdpa is a "lower" op); the math backend then
+  // upcasts 16-bit inputs to fp32 (allow_fp16_bf16_reduction_math_sdp is off by default).
+  TensorId qa = g.cast(q, rules.matmul_dtype(g.tensor(q).dtype), name + ".q_autocast");
+  TensorId ka = g.cast(k, rules.matmul_dtype(g.tensor(k).dtype), name + ".k_autocast");
+  TensorId va = g.cast(v, rules.matmul_dtype(g.tensor(v).dtype), name + ".v_autocast");
+  DType original = g.tensor(qa).dtype;
+  TensorId q32 = g.cast(qa, DType::Float32, name + ".q_fp32");
+  TensorId k32 = g.cast(ka, DType::Float32, name + ".k_fp32");
+  TensorId v32 = g.cast(va, DType::Float32, name + ".v_fp32");
+  // q * sqrt(scale) and k * sqrt(scale): scalar muls, nothing saved.
+  TensorId q_scaled = scale(g, name + ".q_scale", q32);
+  TensorId k_scaled = scale(g, name + ".k_scale", k32);
+  TensorId scores = bmm(g, name + ".qk", q_scaled, k_scaled, scores_numel, true, true, false);
+  std::vector<Transient> mask_transients;
+  if (shape.causal) {
+    // is_causal: a bool tril [s, s], then the float additive mask, added in place.
+    uint64_t mask_numel = static_cast<uint64_t>(shape.seq * shape.seq);
+    mask_transients.push_back(Transient{g.intern(name + ".causal_bool"), mask_numel, false});
+    mask_transients.push_back(Transient{g.intern(name + ".causal_float"), mask_numel * 4, false});
+  }
+  TensorId probabilities = plain_softmax(g, name + ".safe_softmax", scores, std::move(mask_transients));
+  TensorId dropped = dropout(g, name + ".dropout", probabilities);
+  TensorId y = bmm(g, name + ".av", dropped, v32, out_numel, false, true, false);
+  // The math backend returns (output.to(orig_dtype), attn.to(orig_dtype)); F.sdpa drops the
+  // second, so it is a transient the size of the scores.
+  TensorId result = g.cast(y, original, name + ".out_cast");
+  g.cast(dropped, original, name + ".attn_cast");
+  return copy(g, name + ".transpose_contiguous", result);
+}
+
+TensorId fused_attention(GraphBuilder& g, const std::string& name, TensorId q, TensorId k, TensorId v,
+                         const AttentionShape& shape, bool flash) {
+  const PrecisionRules& rules = g.precision();
+  TensorId qa = g.cast(q, rules.matmul_dtype(g.tensor(q).dtype), name + ".q_autocast");
+  TensorId ka = g.cast(k, rules.matmul_dtype(g.tensor(k).dtype), name + ".k_autocast");
+  TensorId va = g.cast(v, rules.matmul_dtype(g.tensor(v).dtype), name + ".v_autocast");
+  DType dtype = g.tensor(qa).dtype;
+  if (flash && dtype == DType::Float32) {
+    throw InputError(SourceLocation{}, "attention",
+                     "flash attention needs fp16 or bf16 inputs; use precision amp_bf16/amp_fp16/pure_bf16 "
+                     "or attention mem_efficient");
+  }
+  auto batch_heads = static_cast<uint64_t>(shape.batch * shape.heads);
+  auto seq = static_cast<uint64_t>(shape.seq);
+  auto head_dim = static_cast<uint64_t>(shape.head_dim);
+  uint64_t out_numel = batch_heads * seq * head_dim;
+  // The output is laid out [b, s, heads, d], so transpose(1, 2).contiguous() is a no-op.
+  TensorId out = g.activation(name + ".out", out_numel, dtype);
+  uint64_t lse_numel = flash ? batch_heads * seq : batch_heads * round_up(seq, 32);
+  TensorId lse = g.activation(name + ".logsumexp", lse_numel, DType::Float32);
+  std::vector<TensorId> outputs{out, lse};
+  if (flash) {
+    outputs.push_back(g.activation(name + ".rng_state", 2, DType::Int64));
+  } else {
+    outputs.push_back(g.activation(name + ".philox_seed", 1, DType::Int64));
+    outputs.push_back(g.activation(name + ".philox_offset", 1, DType::Int64));
+  }
+  OpNode& op = g.add_op(OpKind::Attention, name, {qa, ka, va}, outputs,
+                        {GradRule::New, GradRule::New, GradRule::New});
+  op.saved = {qa, ka, va};
+  op.saved.insert(op.saved.end(), outputs.begin(), outputs.end());
+  if (flash) {
+    // flash_api.cpp mha_bwd: softmax_d fp32 [b, h, s_round128] and dq_accum fp32
+    // [b, s_round128, h, d_round] next to dq, dk, dv; freed when the kernel returns.
+    uint64_t seq_rounded = round_up(seq, 128);
+    uint64_t dim_rounded = round_up(head_dim, head_dim <= 128 ? 32 : 64);
+    op.backward_transients.push_back(Transient{g.intern(name + ".softmax_d"), batch_heads * seq_rounded * 4, true});
+    op.backward_transients.push_back(
+        Transient{g.intern(name + ".dq_accum"), batch_heads * seq_rounded * dim_rounded * 4, true});
+  } else {
+    // The memory-efficient backward's delta = rowsum(dO * O), fp32 [b, h, s] [mem].
+    op.backward_transients.push_back(Transient{g.intern(name + ".delta"), batch_heads * seq * 4, true});
+  }
+  g.finish_op(op);
+  return out;
+}
+
+}  // namespace
+
+TensorId batched_matmul(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b, uint64_t out_numel,
+                        bool copy_a, bool copy_b) {
+  return bmm(g, leaf, a, b, out_numel, copy_a, copy_b, true);
+}
+
+TensorId attention(GraphBuilder& g, std::string_view leaf, TensorId q, TensorId k, TensorId v,
+                   const AttentionShape& shape) {
+  std::string name(leaf);
+  switch (g.context().attention) {
+    case AttentionImpl::Eager: return eager_attention(g, name, q, k, v, shape);
+    case AttentionImpl::SdpaMath: return math_attention(g, name, q, k, v, shape);
+    case AttentionImpl::Flash: return fused_attention(g, name, q, k, v, shape, true);
+    case AttentionImpl::MemEfficient: return fused_attention(g, name, q, k, v, shape, false);
+  }
+  throw std::logic_error("unknown attention implementation");
+}
+
+TensorId rotary(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId cos, TensorId sin) {
+  std::string name(leaf);
+  uint64_t numel = g.tensor(x).numel;
+  TensorId x_cos = mul(g, name + ".mul_cos", x, cos);
+  // rotate_half: two slices (views whose backward zero-fills a full-size grad), neg, cat.
+  TensorId first_half = g.view(x, name + ".x1", numel / 2);
+  OpNode& slice1 = g.add_op(OpKind::View, name + ".x1", {x}, {first_half}, {GradRule::New});
+  g.finish_op(slice1);
+  TensorId second_half = g.view(x, name + ".x2", numel / 2);
+  OpNode& slice2 = g.add_op(OpKind::View, name + ".x2", {x}, {second_half}, {GradRule::New});
+  g.finish_op(slice2);
+  TensorId negated = g.activation(name + ".neg", numel / 2, g.tensor(x).dtype);
+  OpNode& neg = g.add_op(OpKind::Neg, name + ".neg", {second_half}, {negated}, {GradRule::New});
+  g.finish_op(neg);
+  TensorId rotated = cat(g, name + ".cat", negated, first_half);
+  TensorId rotated_sin = mul(g, name + ".mul_sin", rotated, sin);
+  return add(g, name + ".add", x_cos, rotated_sin);
+}
+
+}  // namespace oomcast::planner::ops

@@ -1,0 +1,186 @@
+// GraphBuilder: names, tensors, ops, scopes, checkpoint units and the autocast cache.
+#include "planner/ops/graph_builder.h"
+
+#include <stdexcept>
+
+namespace oomcast::planner {
+
+uint64_t shape_numel(const std::vector<int64_t>& shape) {
+  uint64_t numel = 1;
+  for (int64_t dim : shape) numel *= static_cast<uint64_t>(dim);
+  return numel;
+}
+
+GraphBuilder::GraphBuilder(BuildContext context) : context_(context) {
+  graph_.names.emplace_back();
+  name_index_.emplace("", 0);
+}
+
+uint32_t GraphBuilder::intern(std::string_view text) {
+  std::string key(text);
+  auto [it, inserted] = name_index_.emplace(key, static_cast<uint32_t>(graph_.names.size()));
+  if (inserted) graph_.names.push_back(std::move(key));
+  return it->second;
+}
+
+void GraphBuilder::push_module(std::string_view name) {
+  module_path_.emplace_back(name);
+  module_prefix_.clear();
+  for (const auto& part : module_path_) {
+    module_prefix_ += part;
+    module_prefix_ += '.';
+  }
+}
+
+void GraphBuilder::pop_module() {
+  module_path_.pop_back();
+  module_prefix_.clear();
+  for (const auto& part : module_path_) {
+    module_prefix_ += part;
+    module_prefix_ += '.';
+  }
+}
+
+std::string GraphBuilder::qualified(std::string_view leaf) const {
+  std::string name = module_prefix_;
+  name += leaf;
+  return name;
+}
+
+TensorId GraphBuilder::new_tensor(std::string_view leaf, uint64_t numel, DType dtype, TensorRole role) {
+  auto id = static_cast<TensorId>(graph_.tensors.size());
+  TensorDesc desc;
+  desc.name = intern(qualified(leaf));
+  desc.numel = numel;
+  desc.dtype = dtype;
+  desc.role = role;
+  desc.storage = id;
+  graph_.tensors.push_back(desc);
+  return id;
+}
+
+TensorId GraphBuilder::parameter(std::string_view leaf, std::vector<int64_t> shape) {
+  TensorId id = new_tensor(leaf, shape_numel(shape), context_.precision.parameter_dtype, TensorRole::Parameter);
+  graph_.tensors[id].requires_grad = true;
+  graph_.tensors[id].parameter = static_cast<int32_t>(graph_.parameters.size());
+  graph_.parameters.push_back(id);
+  graph_.parameter_shapes.push_back(std::move(shape));
+  return id;
+}
+
+TensorId GraphBuilder::buffer(std::string_view leaf, uint64_t numel, DType dtype) {
+  TensorId id = new_tensor(leaf, numel, dtype, TensorRole::Buffer);
+  graph_.buffers.push_back(id);
+  return id;
+}
+
+TensorId GraphBuilder::input(std::string_view name, uint64_t numel, DType dtype) {
+  TensorId id = new_tensor(name, numel, dtype, TensorRole::Input);
+  graph_.inputs.push_back(id);
+  return id;
+}
+
+TensorId GraphBuilder::activation(std::string_view leaf, uint64_t numel, DType dtype) {
+  return new_tensor(leaf, numel, dtype, TensorRole::Activation);
+}
+
+TensorId GraphBuilder::view(TensorId base, std::string_view leaf, uint64_t numel) {
+  TensorId id = new_tensor(leaf, numel, graph_.tensors[base].dtype, TensorRole::Activation);
+  graph_.tensors[id].storage = graph_.tensors[base].storage;
+  return id;
+}
+
+OpNode& GraphBuilder::add_op(OpKind kind, std::string_view leaf, std::vector<TensorId> inputs,
+                             std::vector<TensorId> outputs, std::vector<GradRule> input_grads) {
+  if (input_grads.size() != inputs.size()) throw std::logic_error("add_op: one grad rule per input");
+  OpNode op;
+  op.kind = kind;
+  op.name = intern(qualified(leaf));
+  op.unit = current_unit_;
+  bool any_input_requires_grad = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (graph_.tensors[inputs[i]].requires_grad && input_grads[i] != GradRule::None) any_input_requires_grad = true;
+  }
+  op.records_grad_node = context_.grad_enabled && any_input_requires_grad && kind != OpKind::ScopeEnd;
+  for (TensorId out : outputs) graph_.tensors[out].requires_grad = op.records_grad_node;
+  op.inputs = std::move(inputs);
+  op.outputs = std::move(outputs);
+  op.input_grads = std::move(input_grads);
+  graph_.ops.push_back(std::move(op));
+  return graph_.ops.back();
+}
+
+void GraphBuilder::finish_op(OpNode& op) {
+  if (!op.records_grad_node) {
+    op.saved.clear();
+    op.backward_transients.clear();
+  }
+}
+
+void GraphBuilder::begin_scope() { scopes_.emplace_back(); }
+
+void GraphBuilder::hold(TensorId tensor) {
+  if (!scopes_.empty()) scopes_.back().push_back(tensor);
+}
+
+void GraphBuilder::end_scope() {
+  std::vector<TensorId> held = std::move(scopes_.back());
+  scopes_.pop_back();
+  if (held.empty()) return;
+  std::vector<GradRule> rules(held.size(), GradRule::None);
+  add_op(OpKind::ScopeEnd, "return", std::move(held), {}, std::move(rules));
+}
+
+void GraphBuilder::begin_unit() { current_unit_ = graph_.num_units++; }
+void GraphBuilder::end_unit() { current_unit_ = -1; }
+
+TensorId GraphBuilder::autocast_weight(TensorId parameter) {
+  const PrecisionRules& rules = context_.precision;
+  const TensorDesc param = graph_.tensors[parameter];  // a copy: new_tensor() may reallocate
+  if (!rules.autocast || param.dtype == rules.low_dtype) return parameter;
+  auto found = autocast_cache_.find(parameter);
+  if (found != autocast_cache_.end()) return found->second;
+  std::string leaf = graph_.names[param.name] + ".autocast";
+  // Names are absolute here: the cast belongs to the parameter, not the current module.
+  std::string saved_prefix = module_prefix_;
+  module_prefix_.clear();
+  TensorId cast_tensor = new_tensor(leaf, param.numel, rules.low_dtype, TensorRole::AutocastWeight);
+  OpNode& op = add_op(OpKind::Cast, leaf, {parameter}, {cast_tensor}, {GradRule::New});
+  finish_op(op);
+  module_prefix_ = saved_prefix;
+  autocast_cache_.emplace(parameter, cast_tensor);
+  cache_entries_.push_back(cast_tensor);
+  return cast_tensor;
+}
+
+TensorId GraphBuilder::cast(TensorId tensor, DType dtype, std::string_view leaf) {
+  if (graph_.tensors[tensor].dtype == dtype) return tensor;
+  uint64_t numel = graph_.tensors[tensor].numel;
+  TensorId out = activation(leaf, numel, dtype);
+  OpNode& op = add_op(OpKind::Cast, leaf, {tensor}, {out}, {GradRule::New});
+  finish_op(op);  // _to_copy saves nothing
+  return out;
+}
+
+void GraphBuilder::set_named_output(const std::string& name, TensorId tensor) {
+  graph_.named_outputs[name] = tensor;
+}
+
+void GraphBuilder::set_loss(TensorId loss) {
+  graph_.loss = loss;
+  graph_.named_outputs["loss"] = loss;
+}
+
+LayerGraph GraphBuilder::finish() {
+  if (!cache_entries_.empty()) {
+    // The autocast context exits after the loss: the cache drops its references then.
+    std::vector<GradRule> rules(cache_entries_.size(), GradRule::None);
+    std::string saved_prefix = module_prefix_;
+    module_prefix_.clear();
+    add_op(OpKind::ScopeEnd, "autocast_exit", cache_entries_, {}, std::move(rules));
+    module_prefix_ = saved_prefix;
+  }
+  return std::move(graph_);
+}
+
+}  // namespace oomcast::planner

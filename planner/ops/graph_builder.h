@@ -1,0 +1,102 @@
+// GraphBuilder: the state a model family writes its forward pass into: module path names,
+// parameters and buffers, tensors and ops, Python call-frame lifetimes (scopes), checkpoint
+// units and the autocast weight cache. The op catalogue (ops/*.h) adds ops through it.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "planner/layer_graph.h"
+#include "planner/precision.h"
+#include "planner/scenario.h"
+
+namespace oomcast::planner {
+
+// What the forward being built looks like: train or eval, grad mode, sizes from the scenario.
+struct BuildContext {
+  PrecisionRules precision;
+  AttentionImpl attention = AttentionImpl::SdpaMath;
+  double dropout = 0.0;
+  bool training = true;       // model.train(): dropout active, batch norm updates stats
+  bool grad_enabled = true;   // false under torch.no_grad()
+  int64_t batch = 1;
+  int64_t seq_len = 1;        // image size for vision models
+};
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(BuildContext context);
+
+  const BuildContext& context() const { return context_; }
+  const PrecisionRules& precision() const { return context_.precision; }
+  double active_dropout() const { return context_.training ? context_.dropout : 0.0; }
+  const TensorDesc& tensor(TensorId id) const { return graph_.tensors[id]; }
+  TensorDesc& mutable_tensor(TensorId id) { return graph_.tensors[id]; }
+  uint32_t intern(std::string_view text);
+
+  // Module path: push_module("h.3") then "attn" makes names like "h.3.attn.c_attn.weight".
+  void push_module(std::string_view name);
+  void pop_module();
+  std::string qualified(std::string_view leaf) const;
+
+  // Registers a trainable parameter (dtype from the precision regime) in parameters() order.
+  TensorId parameter(std::string_view leaf, std::vector<int64_t> shape);
+  // Registers a persistent buffer.
+  TensorId buffer(std::string_view leaf, uint64_t numel, DType dtype);
+  // A batch tensor loaded by the training loop (token ids, targets, images).
+  TensorId input(std::string_view name, uint64_t numel, DType dtype);
+  // A fresh activation with its own storage; requires_grad is set when an op outputs it.
+  TensorId activation(std::string_view leaf, uint64_t numel, DType dtype);
+  // A view sharing `base`'s storage (reshape, transpose, split piece, in-place result).
+  TensorId view(TensorId base, std::string_view leaf, uint64_t numel);
+
+  // Appends an op. Outputs get requires_grad when grad mode is on and an input requires it;
+  // saved tensors are dropped when no grad node is recorded.
+  OpNode& add_op(OpKind kind, std::string_view leaf, std::vector<TensorId> inputs,
+                 std::vector<TensorId> outputs, std::vector<GradRule> input_grads);
+  // Finishes the op most recently added (applies the grad-mode rule to its saved list).
+  void finish_op(OpNode& op);
+
+  // A Python call frame: tensors held in it (module arguments, locals) live until end_scope.
+  void begin_scope();
+  void hold(TensorId tensor);
+  void end_scope();
+
+  // Checkpoint units: every op added between begin_unit and end_unit belongs to one block.
+  void begin_unit();
+  void end_unit();
+
+  // The autocast cast of a parameter to the low dtype, made once per forward and kept by
+  // the cache until the forward's autocast context exits (training-memory-model.md §3.1).
+  TensorId autocast_weight(TensorId parameter);
+  // Casts a tensor to `dtype` (a new tensor and a ToCopyBackward node); returns it unchanged
+  // when it already has that dtype.
+  TensorId cast(TensorId tensor, DType dtype, std::string_view leaf);
+
+  void set_named_output(const std::string& name, TensorId tensor);
+  void set_loss(TensorId loss);
+
+  // Ends the forward (closes the autocast cache scope) and returns the graph.
+  LayerGraph finish();
+
+ private:
+  TensorId new_tensor(std::string_view leaf, uint64_t numel, DType dtype, TensorRole role);
+
+  BuildContext context_;
+  LayerGraph graph_;
+  std::unordered_map<std::string, uint32_t> name_index_;
+  std::vector<std::string> module_path_;
+  std::string module_prefix_;
+  std::vector<std::vector<TensorId>> scopes_;
+  std::unordered_map<TensorId, TensorId> autocast_cache_;
+  std::vector<TensorId> cache_entries_;
+  int32_t current_unit_ = -1;
+};
+
+uint64_t shape_numel(const std::vector<int64_t>& shape);
+
+}  // namespace oomcast::planner

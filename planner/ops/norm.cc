@@ -1,0 +1,63 @@
+// Normalisations: nn.LayerNorm (native_layer_norm, autocast fp32 class) and HF's Python
+// RMSNorm (LlamaRMSNorm), which is a chain of primitive ops each saving its own operands.
+#include "planner/ops/op_catalogue.h"
+
+namespace oomcast::planner::ops {
+
+TensorId layer_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, TensorId bias,
+                    int64_t hidden) {
+  std::string name(leaf);
+  const PrecisionRules& rules = g.precision();
+  TensorId input = rules.upcasts_to_fp32(g.tensor(x).dtype) ? g.cast(x, DType::Float32, name + ".input_cast") : x;
+  uint64_t numel = g.tensor(input).numel;
+  uint64_t rows = numel / static_cast<uint64_t>(hidden);
+  TensorId out = g.activation(name + ".out", numel, g.tensor(input).dtype);
+  // mean and rstd are kept in the accumulate dtype: fp32 for every input dtype we model.
+  TensorId mean = g.activation(name + ".mean", rows, DType::Float32);
+  TensorId rstd = g.activation(name + ".rstd", rows, DType::Float32);
+  std::vector<TensorId> inputs{input, weight};
+  std::vector<GradRule> grads{GradRule::New, GradRule::New};
+  if (bias != kNoTensor) {
+    inputs.push_back(bias);
+    grads.push_back(GradRule::New);
+  }
+  OpNode& op = g.add_op(OpKind::LayerNorm, name, inputs, {out, mean, rstd}, grads);
+  op.saved = {input, weight};
+  if (bias != kNoTensor) op.saved.push_back(bias);
+  op.saved.push_back(mean);
+  op.saved.push_back(rstd);
+  g.finish_op(op);
+  return out;
+}
+
+TensorId rms_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, int64_t hidden) {
+  std::string name(leaf);
+  DType input_dtype = g.tensor(x).dtype;
+  uint64_t numel = g.tensor(x).numel;
+  uint64_t rows = numel / static_cast<uint64_t>(hidden);
+  // hidden_states.to(torch.float32): a no-op for fp32 inputs.
+  TensorId x32 = g.cast(x, DType::Float32, name + ".to_fp32");
+  // variance = hidden_states.pow(2).mean(-1, keepdim=True): pow saves its input.
+  TensorId squared = g.activation(name + ".pow", numel, DType::Float32);
+  OpNode& pow_op = g.add_op(OpKind::Pow, name + ".pow", {x32}, {squared}, {GradRule::New});
+  pow_op.saved = {x32};
+  g.finish_op(pow_op);
+  TensorId variance = g.activation(name + ".variance", rows, DType::Float32);
+  OpNode& mean_op = g.add_op(OpKind::Mean, name + ".mean", {squared}, {variance}, {GradRule::New});
+  g.finish_op(mean_op);
+  // rsqrt(variance + eps): the add makes a small tensor, rsqrt saves its result.
+  TensorId shifted = g.activation(name + ".variance_eps", rows, DType::Float32);
+  OpNode& eps_op = g.add_op(OpKind::Add, name + ".add_eps", {variance}, {shifted}, {GradRule::PassThrough});
+  g.finish_op(eps_op);
+  TensorId inv = g.activation(name + ".rsqrt", rows, DType::Float32);
+  OpNode& rsqrt_op = g.add_op(OpKind::Rsqrt, name + ".rsqrt", {shifted}, {inv}, {GradRule::New});
+  rsqrt_op.saved = {inv};
+  g.finish_op(rsqrt_op);
+  // hidden_states * rsqrt: both operands need grads, so both are saved.
+  TensorId normalized = mul(g, name + ".normalize", x32, inv);
+  // .to(input_dtype) then weight * hidden_states.
+  TensorId back = g.cast(normalized, input_dtype, name + ".to_input_dtype");
+  return mul(g, name + ".weight_mul", back, weight);
+}
+
+}  // namespace oomcast::planner::ops

@@ -1,0 +1,96 @@
+// Helpers shared by the planner tests: scenarios built in code and a checker that replays a
+// PlannedTrace's allocs and frees without the allocator (live bytes, double frees, peaks).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "planner/model_catalog.h"
+#include "planner/step_planner.h"
+
+namespace oomcast::planner::testing {
+
+// A CPU scenario (no workspaces) for `model_name` with the given precision and attention.
+inline Scenario cpu_scenario(const std::string& model_name, int64_t batch, int64_t seq_len,
+                             Precision precision = Precision::Fp32, AttentionImpl attention = AttentionImpl::SdpaMath) {
+  Scenario scenario;
+  scenario.model = resolve_model(model_name, "");
+  scenario.batch_size = batch;
+  scenario.seq_len = seq_len;
+  scenario.precision = precision;
+  scenario.attention = attention;
+  scenario.iterations = 2;
+  scenario.device.is_cpu = true;
+  scenario.device.profile = "cpu";
+  return scenario;
+}
+
+inline ModelConfig inline_model(const std::string& family, std::map<std::string, int64_t> dims,
+                                std::map<std::string, std::string> options = {}) {
+  ModelConfig model;
+  model.name = family + "-test";
+  model.family = family;
+  model.dims = std::move(dims);
+  model.options = std::move(options);
+  return model;
+}
+
+struct ScheduleCheck {
+  bool ok = true;
+  std::string error;
+  uint64_t peak_bytes = 0;
+  uint64_t final_bytes = 0;
+  std::map<std::string, uint64_t> live_at_end_by_category;
+  std::map<std::string, uint64_t> live_at_mark;   // live bytes when each mark is reached
+  std::vector<uint32_t> live_slots_at_end;
+};
+
+inline ScheduleCheck check_schedule(const PlannedTrace& planned) {
+  ScheduleCheck check;
+  const auto& events = planned.trace.events;
+  std::vector<uint64_t> bytes(planned.trace.slot_names.size(), 0);
+  std::vector<uint8_t> live(planned.trace.slot_names.size(), 0);
+  std::vector<TensorCategory> category(planned.trace.slot_names.size(), TensorCategory::Activation);
+  uint64_t current = 0;
+  if (planned.info.size() != events.size()) {
+    check.ok = false;
+    check.error = "info and events differ in length";
+    return check;
+  }
+  for (size_t i = 0; i < events.size(); ++i) {
+    const sim::Event& event = events[i];
+    if (event.kind == sim::EventKind::Alloc) {
+      if (live[event.slot]) {
+        check.ok = false;
+        check.error = "slot allocated twice: " + planned.trace.slot_names[event.slot];
+        return check;
+      }
+      live[event.slot] = 1;
+      bytes[event.slot] = event.bytes;
+      category[event.slot] = planned.info[i].category;
+      current += event.bytes;
+      check.peak_bytes = std::max(check.peak_bytes, current);
+    } else if (event.kind == sim::EventKind::Free) {
+      if (!live[event.slot]) {
+        check.ok = false;
+        check.error = "free of a dead slot: " + planned.trace.slot_names[event.slot];
+        return check;
+      }
+      live[event.slot] = 0;
+      current -= bytes[event.slot];
+    } else if (event.kind == sim::EventKind::Mark) {
+      check.live_at_mark[planned.trace.strings[event.tag]] = current;
+    }
+  }
+  check.final_bytes = current;
+  for (uint32_t slot = 0; slot < live.size(); ++slot) {
+    if (!live[slot]) continue;
+    check.live_at_end_by_category[category_name(category[slot])] += bytes[slot];
+    check.live_slots_at_end.push_back(slot);
+  }
+  return check;
+}
+
+}  // namespace oomcast::planner::testing

@@ -1,0 +1,71 @@
+// ScheduleWriter: the one place that appends to the planned trace.
+#include "planner/schedule_writer.h"
+
+#include <stdexcept>
+
+namespace oomcast::planner {
+
+ScheduleWriter::ScheduleWriter(PlannedTrace* out) : out_(out) {
+  if (out_->names.empty()) out_->names.emplace_back();
+  for (uint32_t i = 0; i < out_->names.size(); ++i) name_index_.emplace(out_->names[i], i);
+  if (out_->trace.strings.empty()) out_->trace.strings.emplace_back();
+}
+
+uint32_t ScheduleWriter::intern(const std::string& text) {
+  auto [it, inserted] = name_index_.emplace(text, static_cast<uint32_t>(out_->names.size()));
+  if (inserted) out_->names.push_back(text);
+  return it->second;
+}
+
+void ScheduleWriter::reserve(size_t events) {
+  out_->trace.events.reserve(events);
+  out_->info.reserve(events);
+  out_->trace.slot_names.reserve(events / 2 + 16);
+  slot_tensor_.reserve(events / 2 + 16);
+  slot_category_.reserve(events / 2 + 16);
+  slot_live_.reserve(events / 2 + 16);
+  slot_bytes_.reserve(events / 2 + 16);
+}
+
+uint32_t ScheduleWriter::graph_name(const std::vector<std::string>& names, std::vector<uint32_t>* cache,
+                                    uint32_t index) {
+  if (cache->size() != names.size()) cache->assign(names.size(), UINT32_MAX);
+  uint32_t& mapped = (*cache)[index];
+  if (mapped == UINT32_MAX) mapped = intern(names[index]);
+  return mapped;
+}
+
+void ScheduleWriter::begin_phase(const std::string& label) {
+  phase_ = intern(label);
+  auto [it, inserted] = mark_index_.emplace(label, static_cast<uint32_t>(out_->trace.strings.size()));
+  if (inserted) out_->trace.strings.push_back(label);
+  out_->trace.events.push_back(sim::Event{sim::EventKind::Mark, 0, it->second, 0, 0});
+  out_->info.push_back(EventInfo{iteration_, phase_, 0, 0, TensorCategory::Activation});
+}
+
+uint32_t ScheduleWriter::alloc(uint32_t tensor_name, uint64_t bytes, TensorCategory category) {
+  auto slot = static_cast<uint32_t>(out_->trace.slot_names.size());
+  std::string id = slot_prefix_;
+  id += out_->names[tensor_name];
+  out_->trace.slot_names.push_back(std::move(id));
+  slot_tensor_.push_back(tensor_name);
+  slot_category_.push_back(category);
+  slot_live_.push_back(1);
+  slot_bytes_.push_back(bytes);
+  out_->trace.events.push_back(sim::Event{sim::EventKind::Alloc, slot, 0, bytes, 0});
+  out_->info.push_back(EventInfo{iteration_, phase_, op_, tensor_name, category});
+  live_bytes_ += bytes;
+  ++live_count_;
+  return slot;
+}
+
+void ScheduleWriter::free(uint32_t slot) {
+  if (slot >= slot_live_.size() || !slot_live_[slot]) throw std::logic_error("planner freed a slot twice");
+  slot_live_[slot] = 0;
+  out_->trace.events.push_back(sim::Event{sim::EventKind::Free, slot, 0, 0, 0});
+  out_->info.push_back(EventInfo{iteration_, phase_, op_, slot_tensor_[slot], slot_category_[slot]});
+  --live_count_;
+  live_bytes_ -= slot_bytes_[slot];
+}
+
+}  // namespace oomcast::planner

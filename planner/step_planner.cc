@@ -1,0 +1,252 @@
+// plan_steps(): the training loop around the graph runner. Setup (parameters, buffers,
+// master weights), then per iteration: micro-batches of inputs, forward, backward; the
+// optimizer step; zero_grad; evaluation passes; caller-held outputs freed on rebinding.
+#include "planner/step_planner.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "base/edit_distance.h"
+#include "base/input_error.h"
+#include "planner/checkpointing.h"
+#include "planner/families/families.h"
+#include "planner/graph_runner.h"
+#include "planner/ops/graph_builder.h"
+#include "planner/optimizers.h"
+#include "planner/schedule_writer.h"
+
+namespace oomcast::planner {
+
+const char* category_name(TensorCategory category) {
+  switch (category) {
+    case TensorCategory::Parameter: return "parameter";
+    case TensorCategory::Gradient: return "gradient";
+    case TensorCategory::OptimizerState: return "optimizer_state";
+    case TensorCategory::Activation: return "activation";
+    case TensorCategory::Temporary: return "temporary";
+    case TensorCategory::Workspace: return "workspace";
+    case TensorCategory::Input: return "input";
+    case TensorCategory::Buffer: return "buffer";
+    case TensorCategory::Communication: return "communication";
+  }
+  return "?";
+}
+
+namespace {
+
+void check_positive(int64_t value, const char* key) {
+  if (value <= 0) throw InputError(SourceLocation{}, key, std::string(key) + " must be positive");
+}
+
+LayerGraph build_graph(const Scenario& scenario, int64_t seq_len, bool training, bool grad_enabled) {
+  BuildContext context;
+  context.precision = precision_rules(scenario.precision);
+  context.attention = scenario.attention;
+  context.dropout = scenario.dropout;
+  context.training = training;
+  context.grad_enabled = grad_enabled;
+  context.batch = scenario.batch_size;
+  context.seq_len = seq_len;
+  GraphBuilder builder(context);
+  families::build_forward(builder, scenario.model);
+  return builder.finish();
+}
+
+// The training loop's state between phases.
+class LoopPlanner {
+ public:
+  LoopPlanner(const Scenario& scenario, PlannedTrace* out) : scenario_(scenario), out_(out), writer_(out) {}
+
+  void run();
+
+ private:
+  std::string phase_label(int64_t iteration, int64_t micro_batch, const char* phase) const;
+  void load_inputs(const LayerGraph& graph, std::vector<uint32_t>* slots);
+  void zero_grad();
+  void evaluate(GraphRunner& runner, const LayerGraph& graph);
+
+  const Scenario& scenario_;
+  PlannedTrace* out_;
+  ScheduleWriter writer_;
+  ModelState model_;
+};
+
+std::string LoopPlanner::phase_label(int64_t iteration, int64_t micro_batch, const char* phase) const {
+  std::string label = "iter" + std::to_string(iteration) + "/";
+  if (scenario_.grad_accum_steps > 1 && micro_batch >= 0) label += "mb" + std::to_string(micro_batch) + "/";
+  return label + phase;
+}
+
+void LoopPlanner::load_inputs(const LayerGraph& graph, std::vector<uint32_t>* slots) {
+  // X, Y = get_batch(): the new batch exists before the old one's names are rebound.
+  std::vector<uint32_t> fresh;
+  for (TensorId input : graph.inputs) {
+    fresh.push_back(writer_.alloc(writer_.intern(graph.names[graph.tensors[input].name]), graph.tensors[input].bytes(),
+                                  TensorCategory::Input));
+  }
+  for (uint32_t slot : *slots) writer_.free(slot);
+  *slots = std::move(fresh);
+}
+
+void LoopPlanner::zero_grad() {
+  if (!scenario_.loop.zero_grad_set_to_none) return;  // .grad.zero_() in place: no event
+  for (int64_t& slot : model_.grad_slot) {
+    if (slot >= 0) writer_.free(static_cast<uint32_t>(slot));
+    slot = -1;
+  }
+}
+
+void LoopPlanner::evaluate(GraphRunner& runner, const LayerGraph& graph) {
+  const EvalConfig& eval = scenario_.eval;
+  std::vector<uint32_t> inputs;
+  std::vector<std::vector<uint32_t>> kept_graphs;
+  for (int64_t batch = 0; batch < eval.batches; ++batch) {
+    writer_.set_slot_prefix("i" + std::to_string(writer_.iteration()) + ".e" + std::to_string(batch) + "/");
+    load_inputs(graph, &inputs);
+    runner.forward();
+    // `loss = model(X, Y)`: the previous batch's outputs (and, under grad mode, its whole
+    // graph) die on rebinding, unless the losses are summed as tensors.
+    std::vector<uint32_t> live = runner.take_all_live();
+    bool keep_all = eval.accumulate_loss_without_item && !eval.no_grad;
+    if (!keep_all && !kept_graphs.empty()) {
+      for (uint32_t slot : kept_graphs.back()) writer_.free(slot);
+      kept_graphs.pop_back();
+    }
+    kept_graphs.push_back(std::move(live));
+  }
+  for (const auto& kept : kept_graphs) {
+    for (uint32_t slot : kept) writer_.free(slot);
+  }
+  for (uint32_t slot : inputs) writer_.free(slot);
+}
+
+void LoopPlanner::run() {
+  const Scenario& s = scenario_;
+  check_positive(s.batch_size, "batch_size");
+  check_positive(s.iterations, "iterations");
+  check_positive(s.grad_accum_steps, "grad_accum_steps");
+  if (s.dropout < 0.0 || s.dropout >= 1.0) throw InputError(SourceLocation{}, "dropout", "dropout must be in [0, 1)");
+  const int64_t seq_len = s.seq_len > 0 ? s.seq_len : families::default_sequence_length(s.model);
+  const PrecisionRules rules = precision_rules(s.precision);
+
+  LayerGraph graph = build_graph(s, seq_len, /*training=*/true, /*grad_enabled=*/true);
+  out_->parameter_count = graph.parameter_count();
+  const families::FamilySpec* spec = families::find_family(s.model.family);
+  for (const std::string& name : s.loop.caller_held_outputs) {
+    if (std::find(spec->outputs.begin(), spec->outputs.end(), name) == spec->outputs.end()) {
+      throw InputError(SourceLocation{}, "training_loop.caller_held_outputs",
+                       "unknown output '" + name + "' (the model returns: loss, logits)" + did_you_mean(name, spec->outputs));
+    }
+  }
+  ExecutionOrder order = compute_execution_order(graph);
+  CheckpointPlan checkpoints = plan_checkpointing(graph, order, s.checkpointing);
+
+  // About three events per op in forward and in backward, per micro-batch.
+  writer_.reserve(graph.ops.size() * 6 * static_cast<size_t>(s.iterations * s.grad_accum_steps) +
+                  graph.parameters.size() * 8);
+  // model.to(device): every parameter, then every buffer, its own allocation.
+  writer_.set_iteration(0);
+  writer_.begin_phase("setup");
+  std::vector<OptimizerParameter> optimizer_params;
+  for (size_t p = 0; p < graph.parameters.size(); ++p) {
+    const TensorDesc& desc = graph.tensors[graph.parameters[p]];
+    uint32_t name = writer_.intern(graph.names[desc.name]);
+    writer_.alloc(name, desc.bytes(), TensorCategory::Parameter);
+    DType step_dtype = rules.fp32_master_weights ? DType::Float32 : desc.dtype;
+    optimizer_params.push_back(OptimizerParameter{name, desc.numel, step_dtype, graph.parameter_shapes[p]});
+  }
+  for (TensorId buffer : graph.buffers) {
+    const TensorDesc& desc = graph.tensors[buffer];
+    writer_.alloc(writer_.intern(graph.names[desc.name]), desc.bytes(), TensorCategory::Buffer);
+  }
+  model_.grad_slot.assign(graph.parameters.size(), -1);
+  model_.gpu_workspaces = !s.device.is_cpu && s.device.cublas_workspace_bytes > 0 && s.device.cublas_workspaces > 0;
+  model_.workspace_bytes = s.device.cublas_workspace_bytes;
+  model_.workspace_count = s.device.cublas_workspaces;
+  OptimizerModel optimizer(s.optimizer, rules, std::move(optimizer_params), &writer_);
+  optimizer.construct();
+
+  GraphRunner runner(graph, std::move(order), checkpoints, &model_, &writer_, s.loop.caller_held_outputs);
+  LayerGraph eval_graph;
+  CheckpointPlan eval_checkpoints;
+  std::unique_ptr<GraphRunner> eval_runner;
+  if (s.eval.enabled) {
+    check_positive(s.eval.batches, "eval.batches");
+    eval_graph = build_graph(s, seq_len, /*training=*/false, /*grad_enabled=*/!s.eval.no_grad);
+    ExecutionOrder eval_order = compute_execution_order(eval_graph);
+    eval_checkpoints = plan_checkpointing(eval_graph, eval_order, CheckpointConfig{});
+    eval_runner = std::make_unique<GraphRunner>(eval_graph, std::move(eval_order), eval_checkpoints, &model_, &writer_,
+                                                std::vector<std::string>{"loss", "logits"});
+  }
+
+  std::vector<uint32_t> inputs;
+  std::vector<std::pair<std::string, uint32_t>> held;
+  bool scaler_created = false;
+  for (int64_t iteration = 0; iteration < s.iterations; ++iteration) {
+    writer_.set_iteration(static_cast<int32_t>(iteration));
+    if (s.loop.zero_grad_before_forward) {
+      writer_.begin_phase(phase_label(iteration, -1, "zero_grad"));
+      zero_grad();
+    }
+    for (int64_t micro = 0; micro < s.grad_accum_steps; ++micro) {
+      writer_.set_slot_prefix("i" + std::to_string(iteration) + ".m" + std::to_string(micro) + "/");
+      writer_.begin_phase(phase_label(iteration, micro, "forward"));
+      load_inputs(graph, &inputs);
+      runner.forward();
+      // `logits, loss = model(X, Y)` rebinds the caller's names: last step's outputs die now
+      // (a loss appended to a list without .item() never does).
+      for (const auto& [name, slot] : held) {
+        if (!(name == "loss" && s.loop.keep_losses_across_iterations)) writer_.free(slot);
+      }
+      held.clear();
+      uint32_t scaled_loss = UINT32_MAX;
+      if (rules.grad_scaler) {
+        if (!scaler_created) {
+          // GradScaler creates _scale and _growth_tracker on the device at the first scale().
+          scaler_created = true;
+          writer_.alloc(writer_.intern("grad_scaler._scale"), 4, TensorCategory::Buffer);
+          writer_.alloc(writer_.intern("grad_scaler._growth_tracker"), 4, TensorCategory::Buffer);
+        }
+        scaled_loss = writer_.alloc(writer_.intern("grad_scaler.scaled_loss"), 4, TensorCategory::Activation);
+      }
+      writer_.begin_phase(phase_label(iteration, micro, "backward"));
+      runner.backward();
+      if (scaled_loss != UINT32_MAX) writer_.free(scaled_loss);
+      held = runner.finish_step();
+    }
+    writer_.begin_phase(phase_label(iteration, -1, "optimizer"));
+    std::vector<uint32_t> scaler_temporaries;
+    if (rules.grad_scaler) {
+      // unscale_: inv_scale and found_inf, one element each, until update().
+      scaler_temporaries.push_back(writer_.alloc(writer_.intern("grad_scaler.inv_scale"), 4, TensorCategory::Temporary));
+      scaler_temporaries.push_back(writer_.alloc(writer_.intern("grad_scaler.found_inf"), 4, TensorCategory::Temporary));
+    }
+    std::vector<uint8_t> has_grad(model_.grad_slot.size());
+    for (size_t p = 0; p < has_grad.size(); ++p) has_grad[p] = model_.grad_slot[p] >= 0 ? 1 : 0;
+    optimizer.step(has_grad);
+    for (uint32_t slot : scaler_temporaries) writer_.free(slot);
+    if (!s.loop.zero_grad_before_forward) {
+      writer_.begin_phase(phase_label(iteration, -1, "zero_grad"));
+      zero_grad();
+    }
+    if (eval_runner) {
+      writer_.begin_phase(phase_label(iteration, -1, "eval"));
+      evaluate(*eval_runner, eval_graph);
+    }
+  }
+  writer_.begin_phase("end");
+}
+
+}  // namespace
+
+PlannedTrace plan_steps(const Scenario& scenario) {
+  PlannedTrace out;
+  {
+    LoopPlanner planner(scenario, &out);
+    planner.run();
+  }
+  return out;
+}
+
+}  // namespace oomcast::planner

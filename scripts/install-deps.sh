@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages oomcast needs to build, test and validate, skipping those
+# already present. Uses sudo when not run as root.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config zlib1g-dev
+  catch2 libyaml-cpp-dev libboost-graph-dev libeigen3-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+  python3 python3-torch python3-torchvision python3-yaml   # CPU reference captures (validate/)
+)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,529 @@
+// The pickle virtual machine: runs the opcodes of a protocol 2-5 pickle over a value stack
+// and a memo, building a Document. Opcode semantics follow the pickletools documentation.
+#include "sim/pickle_reader.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "base/input_error.h"
+
+namespace oomcast::sim::pickle {
+namespace {
+
+// Opcode bytes, named as in Python's pickletools.
+enum Op : uint8_t {
+  kMark = '(', kStop = '.', kPop = '0', kPopMark = '1', kDup = '2', kNone = 'N',
+  kBinInt = 'J', kBinInt1 = 'K', kBinInt2 = 'M', kBinFloat = 'G',
+  kBinString = 'T', kShortBinString = 'U', kBinUnicode = 'X', kBinBytes = 'B',
+  kShortBinBytes = 'C', kAppend = 'a', kAppends = 'e', kDict = 'd', kEmptyDict = '}',
+  kList = 'l', kEmptyList = ']', kTuple = 't', kEmptyTuple = ')', kSetItem = 's',
+  kSetItems = 'u', kBinGet = 'h', kLongBinGet = 'j', kBinPut = 'q', kLongBinPut = 'r',
+  kProto = 0x80, kTuple1 = 0x85, kTuple2 = 0x86, kTuple3 = 0x87, kNewTrue = 0x88,
+  kNewFalse = 0x89, kLong1 = 0x8a, kLong4 = 0x8b, kShortBinUnicode = 0x8c,
+  kBinUnicode8 = 0x8d, kBinBytes8 = 0x8e, kEmptySet = 0x8f, kAddItems = 0x90,
+  kFrozenSet = 0x91, kMemoize = 0x94, kFrame = 0x95, kByteArray8 = 0x96,
+};
+
+// Says why an opcode this reader refuses is there, so the error tells what the file holds.
+std::string describe_unsupported_opcode(uint8_t op) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string text = std::string("unsupported pickle opcode 0x") + kDigits[op >> 4] + kDigits[op & 15];
+  const char* object_opcode = nullptr;
+  const char* text_opcode = nullptr;
+  switch (op) {
+    case 'c': object_opcode = "GLOBAL"; break;
+    case 0x93: object_opcode = "STACK_GLOBAL"; break;
+    case 'R': object_opcode = "REDUCE"; break;
+    case 'b': object_opcode = "BUILD"; break;
+    case 0x81: object_opcode = "NEWOBJ"; break;
+    case 0x92: object_opcode = "NEWOBJ_EX"; break;
+    case 'i': object_opcode = "INST"; break;
+    case 'o': object_opcode = "OBJ"; break;
+    case 'P': object_opcode = "PERSID"; break;
+    case 'Q': object_opcode = "BINPERSID"; break;
+    case 0x82: object_opcode = "EXT1"; break;
+    case 0x83: object_opcode = "EXT2"; break;
+    case 0x84: object_opcode = "EXT4"; break;
+    case 0x97: object_opcode = "NEXT_BUFFER"; break;
+    case 0x98: object_opcode = "READONLY_BUFFER"; break;
+    case 'I': text_opcode = "INT"; break;
+    case 'L': text_opcode = "LONG"; break;
+    case 'F': text_opcode = "FLOAT"; break;
+    case 'S': text_opcode = "STRING"; break;
+    case 'V': text_opcode = "UNICODE"; break;
+    case 'p': text_opcode = "PUT"; break;
+    case 'g': text_opcode = "GET"; break;
+    default: break;
+  }
+  if (object_opcode) {
+    return text + " (" + object_opcode + "): the pickle holds Python objects, not plain data";
+  }
+  if (text_opcode) return text + " (" + text_opcode + "): protocol 0/1 text opcodes are not read";
+  return text + " (not a pickle opcode)";
+}
+
+uint64_t read_le(const uint8_t* p, size_t n) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < n; ++i) value |= uint64_t{p[i]} << (8 * i);
+  return value;
+}
+
+// True when the little-endian two's-complement int in p[0, n) lies in int64_t.
+bool fits_int64(const uint8_t* p, size_t n) {
+  if (n <= 8) return true;
+  const uint8_t sign = (p[n - 1] & 0x80) ? 0xff : 0x00;
+  if ((p[7] & 0x80) != (sign & 0x80)) return false;
+  for (size_t i = 8; i < n; ++i) {
+    if (p[i] != sign) return false;
+  }
+  return true;
+}
+
+int64_t decode_small_long(const uint8_t* p, size_t n) {
+  if (n == 0) return 0;
+  const size_t used = n < 8 ? n : 8;
+  uint64_t bits = read_le(p, used);
+  if (used < 8 && (p[used - 1] & 0x80)) bits |= ~uint64_t{0} << (8 * used);
+  return static_cast<int64_t>(bits);
+}
+
+}  // namespace
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::Unset: return "unset memo slot";
+    case Kind::None: return "None";
+    case Kind::Bool: return "bool";
+    case Kind::Int: case Kind::BigInt: return "int";
+    case Kind::Float: return "float";
+    case Kind::String: return "str";
+    case Kind::Bytes: return "bytes";
+    case Kind::List: return "list";
+    case Kind::Tuple: return "tuple";
+    case Kind::Dict: return "dict";
+    case Kind::Set: return "set";
+    case Kind::Skipped: return "skipped value";
+  }
+  return "?";
+}
+
+double Value::float_value() const {
+  double value;
+  std::memcpy(&value, &payload_, sizeof value);
+  return value;
+}
+
+std::string_view Document::text(const Value& value) const {
+  if (value.kind() != Kind::String && value.kind() != Kind::Bytes) return {};
+  return {reinterpret_cast<const char*>(data_) + value.offset() + value.header_size(),
+          static_cast<size_t>(value.payload_)};
+}
+
+std::span<const Value> Document::items(const Value& value) const {
+  switch (value.kind()) {
+    case Kind::List: case Kind::Tuple: case Kind::Dict: case Kind::Set: {
+      const Span& span = containers_[value.payload_];
+      return {items_.data() + span.begin, span.size};
+    }
+    default:
+      return {};
+  }
+}
+
+const Value* Document::find(const Value& dict, std::string_view key) const {
+  if (!dict.is_dict()) return nullptr;
+  std::span<const Value> entries = items(dict);
+  // From the end, so a repeated key resolves to its last value, as in Python.
+  for (size_t i = entries.size(); i >= 2; i -= 2) {
+    if (entries[i - 2].is_string() && text(entries[i - 2]) == key) return &entries[i - 1];
+  }
+  return nullptr;
+}
+
+bool Document::as_uint64(const Value& value, uint64_t* out) const {
+  if (value.kind() == Kind::Int) {
+    if (value.int_value() < 0) return false;
+    *out = static_cast<uint64_t>(value.int_value());
+    return true;
+  }
+  if (value.kind() != Kind::BigInt) return false;
+  const uint8_t* p = data_ + value.offset() + value.header_size();
+  const size_t n = static_cast<size_t>(value.payload_);
+  if (p[n - 1] & 0x80) return false;
+  for (size_t i = 8; i < n; ++i) {
+    if (p[i] != 0) return false;
+  }
+  *out = read_le(p, 8);
+  return true;
+}
+
+void Document::fail(uint64_t offset, const std::string& key, const std::string& message,
+                    int64_t event) const {
+  throw InputError({name_, 0, 0, event}, key, message + " at byte " + std::to_string(offset));
+}
+
+// The memo: Python's unpickler remembers every string and container, millions of them in a
+// big snapshot. Chunks double in size (1 Ki values, 2 Ki, ...), so the memo grows without
+// copying what it holds, small pickles stay cheap, and big chunks get huge pages.
+class Memo {
+ public:
+  // How many slots are filled: the index MEMOIZE uses, as in CPython's unpickler.
+  uint64_t count() const { return count_; }
+  const Value* find(uint64_t index) const {
+    if (index >= size_) return nullptr;
+    const Value& slot = slot_at(index);
+    return slot.kind() == Kind::Unset ? nullptr : &slot;
+  }
+  // Requires: `index` has been checked against the input size, as every slot up to it is
+  // allocated.
+  void put(uint64_t index, const Value& value) {
+    while (index >= capacity_) {
+      const size_t chunk_size = size_t{1} << (kFirstChunkBits + chunks_.size());
+      chunks_.emplace_back(chunk_size);
+      capacity_ += chunk_size;
+    }
+    if (index >= size_) size_ = index + 1;
+    Value& slot = slot_at(index);
+    if (slot.kind() == Kind::Unset) ++count_;
+    slot = value;
+  }
+
+ private:
+  static constexpr int kFirstChunkBits = 10;
+  // Chunk k holds indices [2^b (2^k - 1), 2^b (2^(k+1) - 1)) where b = kFirstChunkBits.
+  static size_t chunk_of(uint64_t index) {
+    return static_cast<size_t>(std::bit_width((index >> kFirstChunkBits) + 1) - 1);
+  }
+  static uint64_t first_index_of(size_t chunk) {
+    return ((uint64_t{1} << chunk) - 1) << kFirstChunkBits;
+  }
+  const Value& slot_at(uint64_t index) const {
+    const size_t chunk = chunk_of(index);
+    return chunks_[chunk][index - first_index_of(chunk)];
+  }
+  Value& slot_at(uint64_t index) {
+    const size_t chunk = chunk_of(index);
+    return chunks_[chunk][index - first_index_of(chunk)];
+  }
+
+  std::vector<std::vector<Value, HugePageAllocator<Value>>> chunks_;
+  uint64_t size_ = 0;
+  uint64_t count_ = 0;
+  uint64_t capacity_ = 0;
+};
+
+// Runs the opcodes. Python's unpickler keeps the items pushed since the last MARK on a
+// separate stack; here one stack holds everything and each mark records where it began, so
+// an opcode may only consume the items above the newest mark.
+class Parser {
+ public:
+  Parser(const std::string& name, const uint8_t* data, size_t size, const ParseOptions& options)
+      : skip_key_(options.skip_value_of_key) {
+    doc_.name_ = name;
+    doc_.data_ = data;
+    doc_.size_ = size;
+  }
+
+  Document run();
+
+ private:
+  struct Mark {
+    size_t stack_size;
+    bool skipping;  // items pushed above this mark end up inside a Skipped container
+  };
+
+  [[noreturn]] void fail(uint64_t offset, const std::string& message) const {
+    doc_.fail(offset, "", message);
+  }
+  // Returns the next `n` argument bytes of the opcode at `op_pos` and advances past them.
+  const uint8_t* take(size_t n, size_t op_pos, const char* what) {
+    if (doc_.size_ - pos_ < n) {
+      fail(op_pos, "truncated pickle: the data (" + std::to_string(doc_.size_) +
+                       " bytes) ends inside the " + what + " opcode");
+    }
+    const uint8_t* p = doc_.data_ + pos_;
+    pos_ += n;
+    return p;
+  }
+  size_t base() const { return marks_.empty() ? 0 : marks_.back().stack_size; }
+  void need(size_t n, size_t op_pos, const char* what) const {
+    if (stack_.size() - base() < n) fail(op_pos, std::string("stack underflow in ") + what);
+  }
+  bool skipping_context() const { return !marks_.empty() && marks_.back().skipping; }
+  // `end` is the stack size to look at: a container built from the top items must be judged
+  // by what lies below those items.
+  bool top_is_skipped(size_t end) const {
+    return end > base() && stack_[end - 1].kind() == Kind::Skipped;
+  }
+  bool top_is_skip_key(size_t end) const {
+    if (skip_key_.empty() || end <= base()) return false;
+    const Value& top = stack_[end - 1];
+    return top.is_string() && top.payload_ == skip_key_.size() && doc_.text(top) == skip_key_;
+  }
+  // A fresh container, or a Skipped placeholder when it is the value of the skipped key or
+  // is built inside a skipped value (as an item after its MARK, or pushed right onto it for
+  // a single APPEND).
+  Value new_container(Kind kind, size_t op_pos, size_t end) {
+    if (skipping_context() || top_is_skipped(end) || top_is_skip_key(end)) {
+      return Value(Kind::Skipped, op_pos, 0);
+    }
+    doc_.containers_.push_back({doc_.items_.size(), 0, 0});
+    return Value(kind, op_pos, doc_.containers_.size() - 1);
+  }
+  void append(uint64_t container, const Value* first, size_t count);
+  // Pops the newest mark and builds a container from the items above it.
+  Value container_from_mark(Kind kind, size_t op_pos, const char* what);
+  // Moves the items above the newest mark into the container just below it.
+  void extend_from_mark(Kind target_kind, size_t op_pos, const char* what);
+  void add_to(const Value& target, Kind target_kind, const Value* first, size_t count,
+              size_t op_pos, const char* what);
+  void memo_put(uint64_t index, size_t op_pos);
+  void memo_get(uint64_t index, size_t op_pos);
+  void push_text(Kind kind, uint64_t length, uint8_t header, size_t op_pos, const char* what);
+  void push_long(size_t n, uint8_t header, size_t op_pos);
+
+  Document doc_;
+  std::string_view skip_key_;
+  size_t pos_ = 0;
+  std::vector<Value> stack_;
+  std::vector<Mark> marks_;
+  Memo memo_;
+};
+
+Value Parser::container_from_mark(Kind kind, size_t op_pos, const char* what) {
+  if (marks_.empty()) fail(op_pos, std::string("no MARK before ") + what);
+  const size_t begin = marks_.back().stack_size;
+  const size_t count = stack_.size() - begin;
+  if (kind == Kind::Dict && count % 2 != 0) fail(op_pos, "odd number of items for DICT");
+  marks_.pop_back();
+  Value made = new_container(kind, op_pos, begin);
+  if (made.kind() != Kind::Skipped) append(made.payload_, stack_.data() + begin, count);
+  stack_.resize(begin);
+  return made;
+}
+
+void Parser::add_to(const Value& target, Kind target_kind, const Value* first, size_t count,
+                    size_t op_pos, const char* what) {
+  if (target.kind() == Kind::Skipped) return;
+  if (target.kind() != target_kind) {
+    fail(op_pos, std::string(what) + " needs a " + kind_name(target_kind) + " on the stack, found " +
+                     kind_name(target.kind()));
+  }
+  append(target.payload_, first, count);
+}
+
+void Parser::append(uint64_t container, const Value* first, size_t count) {
+  auto& items = doc_.items_;
+  Document::Span& span = doc_.containers_[container];
+  if (span.size + count > span.capacity) {
+    if (span.begin + span.capacity == items.size()) {
+      // Nothing was stored after this container: it can grow where it is.
+      span.capacity = span.size + count;
+      items.resize(span.begin + span.capacity);
+    } else {
+      // Move it to the end, leaving a gap. Only containers filled in several batches with
+      // other containers built in between (lists over 1000 items) move, and doubling keeps
+      // the gaps under the size of the final list.
+      const uint64_t capacity = std::max(span.size + count, 2 * span.capacity);
+      const uint64_t begin = items.size();
+      items.resize(begin + capacity);
+      std::copy_n(items.begin() + static_cast<ptrdiff_t>(span.begin), span.size,
+                  items.begin() + static_cast<ptrdiff_t>(begin));
+      span.begin = begin;
+      span.capacity = capacity;
+    }
+  }
+  std::copy_n(first, count, items.begin() + static_cast<ptrdiff_t>(span.begin + span.size));
+  span.size += count;
+}
+
+void Parser::extend_from_mark(Kind target_kind, size_t op_pos, const char* what) {
+  if (marks_.empty()) fail(op_pos, std::string("no MARK before ") + what);
+  const size_t begin = marks_.back().stack_size;
+  const size_t count = stack_.size() - begin;
+  if (target_kind == Kind::Dict && count % 2 != 0) {
+    fail(op_pos, std::string("odd number of items for ") + what);
+  }
+  marks_.pop_back();
+  if (begin <= base()) fail(op_pos, std::string("stack underflow in ") + what);
+  add_to(stack_[begin - 1], target_kind, stack_.data() + begin, count, op_pos, what);
+  stack_.resize(begin);
+}
+
+void Parser::memo_put(uint64_t index, size_t op_pos) {
+  need(1, op_pos, "memo put");
+  // Picklers number memo entries from 0 upwards, each costing at least one byte; a bigger
+  // index is corrupt data and must not make us allocate without bound.
+  if (index > pos_) fail(op_pos, "memo index " + std::to_string(index) + " out of range");
+  memo_.put(index, stack_.back());
+}
+
+void Parser::memo_get(uint64_t index, size_t op_pos) {
+  const Value* value = memo_.find(index);
+  if (!value) fail(op_pos, "memo index " + std::to_string(index) + " was never stored");
+  stack_.push_back(*value);
+}
+
+void Parser::push_text(Kind kind, uint64_t length, uint8_t header, size_t op_pos, const char* what) {
+  take(length, op_pos, what);
+  stack_.push_back(Value(kind, op_pos, length, header));
+}
+
+void Parser::push_long(size_t n, uint8_t header, size_t op_pos) {
+  const uint8_t* p = take(n, op_pos, header == 2 ? "LONG1" : "LONG4");
+  if (fits_int64(p, n)) {
+    stack_.push_back(Value(Kind::Int, op_pos, static_cast<uint64_t>(decode_small_long(p, n))));
+  } else {
+    stack_.push_back(Value(Kind::BigInt, op_pos, n, header));
+  }
+}
+
+Document Parser::run() {
+  const size_t size = doc_.size_;
+  while (pos_ < size) {
+    const size_t op_pos = pos_;
+    const uint8_t op = doc_.data_[pos_++];
+    switch (op) {
+      case kProto: {
+        const uint8_t protocol = *take(1, op_pos, "PROTO");
+        if (protocol > 5) fail(op_pos, "unsupported pickle protocol " + std::to_string(protocol));
+        break;
+      }
+      case kFrame:  // a framing hint for buffered readers; the data is already in memory
+        take(8, op_pos, "FRAME");
+        break;
+      case kStop: {
+        need(1, op_pos, "STOP");
+        doc_.root_ = stack_.back();
+        return std::move(doc_);
+      }
+      case kMark:
+        marks_.push_back({stack_.size(), skipping_context() || top_is_skipped(stack_.size())});
+        break;
+      case kPop:
+        if (stack_.size() > base()) {
+          stack_.pop_back();
+        } else if (!marks_.empty()) {
+          marks_.pop_back();  // Python's POP also discards an empty mark
+        } else {
+          fail(op_pos, "stack underflow in POP");
+        }
+        break;
+      case kPopMark:
+        if (marks_.empty()) fail(op_pos, "no MARK before POP_MARK");
+        stack_.resize(marks_.back().stack_size);
+        marks_.pop_back();
+        break;
+      case kDup:
+        need(1, op_pos, "DUP");
+        stack_.push_back(stack_.back());
+        break;
+      case kNone: stack_.push_back(Value(Kind::None, op_pos, 0)); break;
+      case kNewTrue: stack_.push_back(Value(Kind::Bool, op_pos, 1)); break;
+      case kNewFalse: stack_.push_back(Value(Kind::Bool, op_pos, 0)); break;
+      case kBinInt1:
+        stack_.push_back(Value(Kind::Int, op_pos, *take(1, op_pos, "BININT1")));
+        break;
+      case kBinInt2:
+        stack_.push_back(Value(Kind::Int, op_pos, read_le(take(2, op_pos, "BININT2"), 2)));
+        break;
+      case kBinInt: {
+        const auto v = static_cast<int32_t>(read_le(take(4, op_pos, "BININT"), 4));
+        stack_.push_back(Value(Kind::Int, op_pos, static_cast<uint64_t>(int64_t{v})));
+        break;
+      }
+      case kLong1: push_long(*take(1, op_pos, "LONG1"), 2, op_pos); break;
+      case kLong4: {
+        const auto n = static_cast<int32_t>(read_le(take(4, op_pos, "LONG4"), 4));
+        if (n < 0) fail(op_pos, "negative length in LONG4");
+        push_long(static_cast<size_t>(n), 5, op_pos);
+        break;
+      }
+      case kBinFloat: {
+        const uint8_t* p = take(8, op_pos, "BINFLOAT");
+        uint64_t bits = 0;
+        for (int i = 0; i < 8; ++i) bits = (bits << 8) | p[i];  // big-endian
+        stack_.push_back(Value(Kind::Float, op_pos, bits));
+        break;
+      }
+      case kShortBinUnicode:
+        push_text(Kind::String, *take(1, op_pos, "SHORT_BINUNICODE"), 2, op_pos, "SHORT_BINUNICODE");
+        break;
+      case kBinUnicode:
+        push_text(Kind::String, read_le(take(4, op_pos, "BINUNICODE"), 4), 5, op_pos, "BINUNICODE");
+        break;
+      case kBinUnicode8:
+        push_text(Kind::String, read_le(take(8, op_pos, "BINUNICODE8"), 8), 9, op_pos, "BINUNICODE8");
+        break;
+      case kShortBinBytes:
+        push_text(Kind::Bytes, *take(1, op_pos, "SHORT_BINBYTES"), 2, op_pos, "SHORT_BINBYTES");
+        break;
+      case kShortBinString:
+        push_text(Kind::Bytes, *take(1, op_pos, "SHORT_BINSTRING"), 2, op_pos, "SHORT_BINSTRING");
+        break;
+      case kBinBytes:
+        push_text(Kind::Bytes, read_le(take(4, op_pos, "BINBYTES"), 4), 5, op_pos, "BINBYTES");
+        break;
+      case kBinString: {
+        const auto n = static_cast<int32_t>(read_le(take(4, op_pos, "BINSTRING"), 4));
+        if (n < 0) fail(op_pos, "negative length in BINSTRING");
+        push_text(Kind::Bytes, static_cast<uint64_t>(n), 5, op_pos, "BINSTRING");
+        break;
+      }
+      case kBinBytes8:
+      case kByteArray8:
+        push_text(Kind::Bytes, read_le(take(8, op_pos, "BINBYTES8"), 8), 9, op_pos, "BINBYTES8");
+        break;
+      case kEmptyDict: stack_.push_back(new_container(Kind::Dict, op_pos, stack_.size())); break;
+      case kEmptyList: stack_.push_back(new_container(Kind::List, op_pos, stack_.size())); break;
+      case kEmptySet: stack_.push_back(new_container(Kind::Set, op_pos, stack_.size())); break;
+      case kEmptyTuple: stack_.push_back(new_container(Kind::Tuple, op_pos, stack_.size())); break;
+      case kTuple1: case kTuple2: case kTuple3: {
+        const size_t n = static_cast<size_t>(op - kTuple1 + 1);
+        need(n, op_pos, "TUPLE1/2/3");
+        const size_t begin = stack_.size() - n;
+        Value made = new_container(Kind::Tuple, op_pos, begin);
+        if (made.kind() != Kind::Skipped) append(made.payload_, stack_.data() + begin, n);
+        stack_.resize(begin);
+        stack_.push_back(made);
+        break;
+      }
+      case kTuple: stack_.push_back(container_from_mark(Kind::Tuple, op_pos, "TUPLE")); break;
+      case kList: stack_.push_back(container_from_mark(Kind::List, op_pos, "LIST")); break;
+      case kDict: stack_.push_back(container_from_mark(Kind::Dict, op_pos, "DICT")); break;
+      case kFrozenSet:
+        stack_.push_back(container_from_mark(Kind::Set, op_pos, "FROZENSET"));
+        break;
+      case kAppend:
+        need(2, op_pos, "APPEND");
+        add_to(stack_[stack_.size() - 2], Kind::List, &stack_.back(), 1, op_pos, "APPEND");
+        stack_.pop_back();
+        break;
+      case kSetItem:
+        need(3, op_pos, "SETITEM");
+        add_to(stack_[stack_.size() - 3], Kind::Dict, &stack_[stack_.size() - 2], 2, op_pos,
+               "SETITEM");
+        stack_.resize(stack_.size() - 2);
+        break;
+      case kAppends: extend_from_mark(Kind::List, op_pos, "APPENDS"); break;
+      case kSetItems: extend_from_mark(Kind::Dict, op_pos, "SETITEMS"); break;
+      case kAddItems: extend_from_mark(Kind::Set, op_pos, "ADDITEMS"); break;
+      case kMemoize: memo_put(memo_.count(), op_pos); break;
+      case kBinPut: memo_put(*take(1, op_pos, "BINPUT"), op_pos); break;
+      case kLongBinPut: memo_put(read_le(take(4, op_pos, "LONG_BINPUT"), 4), op_pos); break;
+      case kBinGet: memo_get(*take(1, op_pos, "BINGET"), op_pos); break;
+      case kLongBinGet: memo_get(read_le(take(4, op_pos, "LONG_BINGET"), 4), op_pos); break;
+      default:
+        fail(op_pos, describe_unsupported_opcode(op));
+    }
+  }
+  fail(size, "truncated pickle: the data ends before the STOP opcode");
+}
+
+Document parse_pickle(const std::string& name, const uint8_t* data, size_t size,
+                      const ParseOptions& options) {
+  return Parser(name, data, size, options).run();
+}
+
+}  // namespace oomcast::sim::pickle

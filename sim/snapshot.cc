@@ -1,0 +1,338 @@
+// Turns the decoded pickle of a torch.cuda.memory._dump_snapshot() file into a Snapshot,
+// checking each field's type and naming the segment, block or trace entry in every error.
+#include "sim/snapshot.h"
+
+#include <algorithm>
+
+#include "base/input_error.h"
+#include "sim/gzip_file.h"
+#include "sim/pickle_reader.h"
+
+namespace oomcast::sim {
+namespace {
+
+using pickle::Document;
+using pickle::Kind;
+using pickle::Value;
+
+// Where a dict sits in the snapshot, such as segments[3].blocks[2] or device_traces[0][7].
+// Formatted only for an error message, as most snapshots have none.
+struct Path {
+  const char* head;
+  int64_t first = -1;
+  const char* middle = "";
+  int64_t second = -1;
+
+  std::string str() const {
+    std::string text = head;
+    if (first >= 0) text += "[" + std::to_string(first) + "]";
+    text += middle;
+    if (second >= 0) text += "[" + std::to_string(second) + "]";
+    return text;
+  }
+};
+
+[[noreturn]] void fail_at(const Document& doc, const Value& at, const Path& path, std::string_view key,
+                          const std::string& what, int64_t event = -1) {
+  doc.fail(at.offset(), std::string(key), path.str() + ": " + what, event);
+}
+
+// Reads typed fields of one dict, and words errors as "<path>: '<key>' ...".
+class FieldReader {
+ public:
+  FieldReader(const Document& doc, Path path, int64_t event = -1)
+      : doc_(doc), path_(path), event_(event) {}
+
+  const Path& path() const { return path_; }
+  [[noreturn]] void fail(const Value& at, std::string_view key, const std::string& what) const {
+    fail_at(doc_, at, path_, key, what, event_);
+  }
+  [[noreturn]] void missing(const Value& dict, std::string_view key) const {
+    fail(dict, key, "missing key '" + std::string(key) + "'");
+  }
+  [[noreturn]] void wrong_type(const Value& v, std::string_view key, const char* expected) const {
+    fail(v, key, "'" + std::string(key) + "' must be " + expected + ", not " +
+                     pickle::kind_name(v.kind()));
+  }
+
+  // A byte count or address: a non-negative int below 2^64.
+  uint64_t size(const Value& v, std::string_view key) const {
+    uint64_t out = 0;
+    if (doc_.as_uint64(v, &out)) return out;
+    if (v.is_int()) {
+      fail(v, key, "'" + std::string(key) + "' is negative (" + std::to_string(v.int_value()) + ")");
+    }
+    if (v.kind() == Kind::BigInt) fail(v, key, "'" + std::string(key) + "' does not fit in 64 bits");
+    wrong_type(v, key, "an int");
+  }
+  int64_t integer(const Value& v, std::string_view key) const {
+    if (v.is_int()) return v.int_value();
+    if (v.kind() == Kind::BigInt) fail(v, key, "'" + std::string(key) + "' does not fit in 64 bits");
+    wrong_type(v, key, "an int");
+  }
+  // A raw cudaStream_t: any 64-bit pattern, so negative values wrap.
+  uint64_t stream(const Value& v, std::string_view key) const {
+    uint64_t out = 0;
+    if (doc_.as_uint64(v, &out)) return out;
+    return static_cast<uint64_t>(integer(v, key));
+  }
+  bool boolean(const Value& v, std::string_view key) const {
+    if (v.kind() == Kind::Bool) return v.bool_value();
+    if (v.is_int()) return v.int_value() != 0;
+    wrong_type(v, key, "a bool");
+  }
+  std::string_view string(const Value& v, std::string_view key) const {
+    if (!v.is_string()) wrong_type(v, key, "a str");
+    return doc_.text(v);
+  }
+  std::span<const Value> list(const Value& v, std::string_view key) const {
+    if (v.kind() != Kind::List && v.kind() != Kind::Tuple) wrong_type(v, key, "a list");
+    return doc_.items(v);
+  }
+  const Value& require(const Value& dict, std::string_view key) const {
+    const Value* v = doc_.find(dict, key);
+    if (!v) missing(dict, key);
+    return *v;
+  }
+
+ private:
+  const Document& doc_;
+  Path path_;
+  int64_t event_;
+};
+
+const Value& expect_dict(const Document& doc, const Value& v, const Path& path, int64_t event = -1) {
+  if (!v.is_dict()) {
+    fail_at(doc, v, path, "", std::string("expected a dict, not ") + pickle::kind_name(v.kind()), event);
+  }
+  return v;
+}
+
+SnapshotBlock::State parse_block_state(const FieldReader& fields, const Value& v) {
+  const std::string_view state = fields.string(v, "state");
+  if (state == "active_allocated") return SnapshotBlock::State::ActiveAllocated;
+  // The C++ allocator writes active_pending_free; torch's docstrings say active_awaiting_free.
+  if (state == "active_pending_free" || state == "active_awaiting_free") {
+    return SnapshotBlock::State::ActivePendingFree;
+  }
+  if (state == "inactive") return SnapshotBlock::State::Inactive;
+  fields.fail(v, "state", "unknown block state '" + std::string(state) + "'");
+}
+
+// Old snapshots give blocks no address; they tile the segment in order.
+void parse_blocks(const Document& doc, const FieldReader& seg_fields, const Value& blocks_value,
+                  SnapshotSegment& segment) {
+  std::span<const Value> blocks = seg_fields.list(blocks_value, "blocks");
+  segment.blocks.reserve(blocks.size());
+  uint64_t next_address = segment.address;
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const Path path{"segments", seg_fields.path().first, ".blocks", static_cast<int64_t>(b)};
+    const Value& dict = expect_dict(doc, blocks[b], path);
+    const FieldReader fields(doc, path);
+    SnapshotBlock block;
+    block.size = fields.size(fields.require(dict, "size"), "size");
+    block.state = parse_block_state(fields, fields.require(dict, "state"));
+    const Value* address = doc.find(dict, "address");
+    block.address = address ? fields.size(*address, "address") : next_address;
+    if (const Value* requested = doc.find(dict, "requested_size")) {
+      block.requested_size = fields.size(*requested, "requested_size");
+    }
+    if (block.address + block.size < block.address) {
+      fields.fail(dict, "size", "block end address overflows 64 bits");
+    }
+    next_address = block.address + block.size;
+    segment.blocks.push_back(block);
+  }
+}
+
+SnapshotSegment parse_segment(const Document& doc, const Value& value, size_t index) {
+  const Path path{"segments", static_cast<int64_t>(index)};
+  const Value& dict = expect_dict(doc, value, path);
+  const FieldReader fields(doc, path);
+  SnapshotSegment segment;
+  segment.device = fields.integer(fields.require(dict, "device"), "device");
+  segment.address = fields.size(fields.require(dict, "address"), "address");
+  segment.total_size = fields.size(fields.require(dict, "total_size"), "total_size");
+  segment.stream = fields.stream(fields.require(dict, "stream"), "stream");
+  const std::string_view type = fields.string(fields.require(dict, "segment_type"), "segment_type");
+  if (type != "large" && type != "small") {
+    fields.fail(dict, "segment_type", "segment_type must be 'large' or 'small', not '" +
+                                          std::string(type) + "'");
+  }
+  segment.is_small_pool = type == "small";
+  if (const Value* v = doc.find(dict, "is_expandable")) {
+    segment.is_expandable = fields.boolean(*v, "is_expandable");
+  }
+  if (const Value* v = doc.find(dict, "segment_pool_id")) {
+    std::span<const Value> pool = fields.list(*v, "segment_pool_id");
+    if (pool.size() != 2) fields.fail(*v, "segment_pool_id", "segment_pool_id must hold 2 ints");
+    segment.pool_id_first = fields.integer(pool[0], "segment_pool_id");
+    segment.pool_id_second = fields.integer(pool[1], "segment_pool_id");
+  }
+  parse_blocks(doc, fields, fields.require(dict, "blocks"), segment);
+
+  // Sums over the blocks stand in for the totals that older snapshots lack.
+  uint64_t allocated = 0, active = 0, requested = 0;
+  for (const SnapshotBlock& block : segment.blocks) {
+    if (block.state == SnapshotBlock::State::ActiveAllocated) {
+      allocated += block.size;
+      requested += block.requested_size;
+    }
+    if (block.state != SnapshotBlock::State::Inactive) active += block.size;
+  }
+  const Value* v = doc.find(dict, "allocated_size");
+  segment.allocated_size = v ? fields.size(*v, "allocated_size") : allocated;
+  v = doc.find(dict, "active_size");
+  segment.active_size = v ? fields.size(*v, "active_size") : active;
+  v = doc.find(dict, "requested_size");
+  segment.requested_size = v ? fields.size(*v, "requested_size") : requested;
+  return segment;
+}
+
+SnapshotTraceEntry::Action parse_action(std::string_view action) {
+  using Action = SnapshotTraceEntry::Action;
+  if (action == "alloc") return Action::Alloc;
+  if (action == "free_requested") return Action::FreeRequested;
+  if (action == "free_completed") return Action::FreeCompleted;
+  if (action == "segment_alloc") return Action::SegmentAlloc;
+  if (action == "segment_free") return Action::SegmentFree;
+  if (action == "segment_map") return Action::SegmentMap;
+  if (action == "segment_unmap") return Action::SegmentUnmap;
+  if (action == "oom") return Action::Oom;
+  if (action == "snapshot") return Action::Snapshot;
+  return Action::Other;  // user_defined, annotate and whatever newer torch adds: no-ops
+}
+
+// One pass over the entry's keys: traces hold most of a snapshot's dicts.
+SnapshotTraceEntry parse_trace_entry(const Document& doc, const Value& value, size_t device,
+                                     size_t index) {
+  using Action = SnapshotTraceEntry::Action;
+  const Path path{"device_traces", static_cast<int64_t>(device), "", static_cast<int64_t>(index)};
+  const auto event = static_cast<int64_t>(index);
+  const Value& dict = expect_dict(doc, value, path, event);
+  const FieldReader fields(doc, path, event);
+  SnapshotTraceEntry entry;
+  const Value* action = nullptr;
+  const Value* addr = nullptr;
+  const Value* device_free = nullptr;
+  const Value* size = nullptr;
+  std::span<const Value> items = doc.items(dict);
+  for (size_t i = 0; i + 1 < items.size(); i += 2) {
+    const std::string_view key = doc.text(items[i]);
+    const Value& v = items[i + 1];
+    if (key == "action") action = &v;
+    else if (key == "addr") addr = &v;
+    else if (key == "size") size = &v;
+    else if (key == "stream") entry.stream = fields.stream(v, key);
+    else if (key == "time_us") entry.time_us = fields.integer(v, key);
+    else if (key == "device_free") device_free = &v;
+  }
+  if (!action) fields.missing(dict, "action");
+  entry.action = parse_action(fields.string(*action, "action"));
+  const bool known = entry.action != Action::Other && entry.action != Action::Snapshot;
+  const char* addr_key = entry.action == Action::Oom ? "device_free" : "addr";
+  const Value* addr_value = entry.action == Action::Oom ? device_free : addr;
+  if (addr_value) {
+    entry.addr = fields.size(*addr_value, addr_key);
+  } else if (known) {
+    fields.missing(dict, addr_key);
+  }
+  if (size) {
+    entry.size = fields.size(*size, "size");
+  } else if (known) {
+    fields.missing(dict, "size");
+  }
+  return entry;
+}
+
+void parse_allocator_settings(const Document& doc, const Value& value, Snapshot& snapshot) {
+  if (value.kind() == Kind::None) return;
+  const Path path{"allocator_settings"};
+  const Value& dict = expect_dict(doc, value, path);
+  const FieldReader fields(doc, path);
+  snapshot.has_allocator_settings = true;
+  if (const Value* v = doc.find(dict, "PYTORCH_CUDA_ALLOC_CONF")) {
+    if (v->kind() != Kind::None) {
+      snapshot.alloc_conf = std::string(fields.string(*v, "PYTORCH_CUDA_ALLOC_CONF"));
+    }
+  }
+  if (const Value* v = doc.find(dict, "expandable_segments")) {
+    snapshot.expandable_segments = fields.boolean(*v, "expandable_segments");
+  }
+  if (const Value* v = doc.find(dict, "max_split_size")) {
+    uint64_t unsigned_value = 0;
+    // The C++ side means "no limit" by SIZE_MAX; some versions print that instead of -1.
+    if (v->kind() == Kind::BigInt && doc.as_uint64(*v, &unsigned_value)) {
+      snapshot.max_split_size = -1;
+    } else {
+      snapshot.max_split_size = fields.integer(*v, "max_split_size");
+    }
+  }
+}
+
+}  // namespace
+
+bool looks_like_snapshot_path(const std::string& path) {
+  for (const char* suffix : {".pickle", ".pickle.gz", ".pkl", ".pkl.gz"}) {
+    if (path.ends_with(suffix)) return true;
+  }
+  return false;
+}
+
+Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t size) {
+  pickle::ParseOptions options;
+  options.skip_value_of_key = "frames";  // stack traces: most of the bytes, none of the use
+  const Document doc = pickle::parse_pickle(name, data, size, options);
+  const Value& root = doc.root();
+  if (!root.is_dict()) {
+    doc.fail(root.offset(), "",
+             std::string("a snapshot pickle holds a dict with 'segments' and 'device_traces', "
+                         "not a ") + pickle::kind_name(root.kind()));
+  }
+  const FieldReader fields(doc, Path{"snapshot"});
+  Snapshot snapshot;
+  std::span<const Value> segments = fields.list(fields.require(root, "segments"), "segments");
+  snapshot.segments.reserve(segments.size());
+  for (size_t i = 0; i < segments.size(); ++i) {
+    snapshot.segments.push_back(parse_segment(doc, segments[i], i));
+  }
+  std::stable_sort(snapshot.segments.begin(), snapshot.segments.end(),
+                   [](const SnapshotSegment& a, const SnapshotSegment& b) {
+                     return a.address != b.address ? a.address < b.address : a.device < b.device;
+                   });
+  // A dump of memory_snapshot()-like data may lack traces; it still describes the segments.
+  if (const Value* traces = doc.find(root, "device_traces")) {
+    std::span<const Value> devices = fields.list(*traces, "device_traces");
+    snapshot.device_traces.resize(devices.size());
+    for (size_t d = 0; d < devices.size(); ++d) {
+      const FieldReader device_fields(doc, Path{"device_traces", static_cast<int64_t>(d)});
+      std::span<const Value> entries = device_fields.list(devices[d], "device_traces");
+      std::vector<SnapshotTraceEntry>& out = snapshot.device_traces[d];
+      out.reserve(entries.size());
+      for (size_t i = 0; i < entries.size(); ++i) {
+        out.push_back(parse_trace_entry(doc, entries[i], d, i));
+      }
+    }
+  }
+  if (const Value* settings = doc.find(root, "allocator_settings")) {
+    parse_allocator_settings(doc, *settings, snapshot);
+  }
+  return snapshot;
+}
+
+Snapshot read_snapshot(const std::string& path) {
+  FileBytes file = read_file_bytes(path);
+  if (!has_gzip_magic(file.data(), file.size())) {
+    return parse_snapshot(path, file.data(), file.size());
+  }
+  const ByteVector bytes = gunzip(path, file.data(), file.size());
+  file = FileBytes();  // the compressed copy is no longer needed
+  try {
+    return parse_snapshot(path, bytes.data(), bytes.size());
+  } catch (const InputError& error) {
+    // Offsets count bytes of the pickle, which the user only sees after gunzip.
+    throw InputError(error.where(), error.key(), error.message() + " of the decompressed data");
+  }
+}
+
+}  // namespace oomcast::sim

@@ -1,0 +1,410 @@
+# models.py: PyTorch implementations of the model families the planner predicts, built from the
+# same dimension names as the presets in models/*.yaml, written the way people usually write
+# them (nanoGPT GPT-2, a Hugging Face-style Llama, nn.TransformerEncoder, torchvision's ResNet
+# and ViT), so validate/capture.py can measure what PyTorch really allocates. Device-agnostic:
+# build_model(..., device="cuda") works unchanged on a GPU.
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+HAS_SDPA = hasattr(F, "scaled_dot_product_attention")  # torch >= 2.0; Debian's 1.13 has none
+
+
+def _dim(dims, *names, default=None):
+    for n in names:
+        if n in dims and dims[n] is not None:
+            return int(dims[n])
+    if default is None:
+        raise KeyError(f"model dims need one of {names}")
+    return default
+
+
+def _flag(options, name, default):
+    v = options.get(name, default)
+    return v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on")
+
+
+def run_blocks(blocks, x, use_checkpoint, *extra):
+    """Runs x through each block, under torch.utils.checkpoint (the 1.13 default,
+    use_reentrant=True) per block when use_checkpoint and training with grad enabled."""
+    for block in blocks:
+        if use_checkpoint and block.training and torch.is_grad_enabled():
+            x = checkpoint(block, x, *extra)
+        else:
+            x = block(x, *extra)
+    return x
+
+
+# ---------------------------------------------------------------- GPT-2 (nanoGPT model.py)
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, h, heads, max_pos, dropout, bias, attention):
+        super().__init__()
+        self.c_attn = nn.Linear(h, 3 * h, bias=bias)
+        self.c_proj = nn.Linear(h, h, bias=bias)
+        self.attn_dropout = nn.Dropout(dropout)
+        self.resid_dropout = nn.Dropout(dropout)
+        self.n_head, self.n_embd, self.dropout = heads, h, dropout
+        # nanoGPT uses SDPA when it exists; 1.13 has none, so it falls back to eager attention
+        self.flash = HAS_SDPA and attention != "eager"
+        if not self.flash:
+            self.register_buffer("bias", torch.tril(torch.ones(max_pos, max_pos))
+                                 .view(1, 1, max_pos, max_pos))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        if self.flash:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=True,
+                                               dropout_p=self.dropout if self.training else 0)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            att = self.attn_dropout(att)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        y = self.resid_dropout(self.c_proj(y))
+        return y
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, h, ffn, dropout, bias):
+        super().__init__()
+        self.c_fc = nn.Linear(h, ffn, bias=bias)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(ffn, h, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, h, heads, ffn, max_pos, dropout, bias, attention):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(h, elementwise_affine=True)
+        self.attn = CausalSelfAttention(h, heads, max_pos, dropout, bias, attention)
+        self.ln_2 = nn.LayerNorm(h, elementwise_affine=True)
+        self.mlp = GPT2MLP(h, ffn, dropout, bias)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class GPT2(nn.Module):
+    def __init__(self, dims, options, dropout, attention, use_checkpoint):
+        super().__init__()
+        h = _dim(dims, "hidden", "n_embd")
+        heads = _dim(dims, "heads", "n_head")
+        L = _dim(dims, "layers", "n_layer")
+        V = _dim(dims, "vocab", "vocab_size")
+        max_pos = _dim(dims, "max_positions", "block_size", "n_positions")
+        ffn = _dim(dims, "ffn_hidden", default=4 * h)
+        bias = _flag(options, "bias", True)
+        self.use_checkpoint = use_checkpoint
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(V, h),
+            wpe=nn.Embedding(max_pos, h),
+            drop=nn.Dropout(dropout),
+            h=nn.ModuleList([GPT2Block(h, heads, ffn, max_pos, dropout, bias, attention)
+                             for _ in range(L)]),
+            ln_f=nn.LayerNorm(h),
+        ))
+        self.lm_head = nn.Linear(h, V, bias=False)
+        if _flag(options, "tied_embeddings", True):
+            self.transformer.wte.weight = self.lm_head.weight  # weight tying, as in nanoGPT
+
+    def forward(self, idx, targets=None):
+        b, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        tok_emb = self.transformer.wte(idx)
+        pos_emb = self.transformer.wpe(pos)
+        x = self.transformer.drop(tok_emb + pos_emb)
+        x = run_blocks(self.transformer.h, x, self.use_checkpoint)
+        x = self.transformer.ln_f(x)
+        logits = self.lm_head(x)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return logits, loss
+
+
+# ---------------------------------------------------------------- Llama (Hugging Face style)
+
+class RMSNorm(nn.Module):
+    def __init__(self, h, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(h))
+        self.eps = eps
+
+    def forward(self, x):
+        input_dtype = x.dtype
+        x = x.to(torch.float32)
+        variance = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(variance + self.eps)
+        return self.weight * x.to(input_dtype)
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, h, heads, kv_heads, dropout, attention):
+        super().__init__()
+        self.heads, self.kv_heads, self.hd = heads, kv_heads, h // heads
+        self.q_proj = nn.Linear(h, heads * self.hd, bias=False)
+        self.k_proj = nn.Linear(h, kv_heads * self.hd, bias=False)
+        self.v_proj = nn.Linear(h, kv_heads * self.hd, bias=False)
+        self.o_proj = nn.Linear(heads * self.hd, h, bias=False)
+        self.dropout = dropout
+        self.sdpa = HAS_SDPA and attention != "eager"
+
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.heads, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.kv_heads, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.kv_heads, self.hd).transpose(1, 2)
+        cos, sin = cos[:T].to(q.dtype), sin[:T].to(q.dtype)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        if self.kv_heads != self.heads:  # repeat_kv for grouped-query attention
+            rep = self.heads // self.kv_heads
+            k = k[:, :, None].expand(B, self.kv_heads, rep, T, self.hd).reshape(B, self.heads, T, self.hd)
+            v = v[:, :, None].expand(B, self.kv_heads, rep, T, self.hd).reshape(B, self.heads, T, self.hd)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               dropout_p=self.dropout if self.training else 0.0)
+        else:
+            att = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd)
+            mask = torch.full((T, T), float("-inf"), device=x.device).triu(1)
+            att = att + mask
+            att = F.softmax(att, dim=-1, dtype=torch.float32).to(q.dtype)
+            att = F.dropout(att, p=self.dropout, training=self.training)
+            y = torch.matmul(att, v)
+        y = y.transpose(1, 2).contiguous().reshape(B, T, -1)
+        return self.o_proj(y)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, h, ffn):
+        super().__init__()
+        self.gate_proj = nn.Linear(h, ffn, bias=False)
+        self.up_proj = nn.Linear(h, ffn, bias=False)
+        self.down_proj = nn.Linear(ffn, h, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, h, heads, kv_heads, ffn, dropout, attention):
+        super().__init__()
+        self.input_layernorm = RMSNorm(h)
+        self.self_attn = LlamaAttention(h, heads, kv_heads, dropout, attention)
+        self.post_attention_layernorm = RMSNorm(h)
+        self.mlp = LlamaMLP(h, ffn)
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        x = x + self.mlp(self.post_attention_layernorm(x))
+        return x
+
+
+class Llama(nn.Module):
+    def __init__(self, dims, options, dropout, attention, use_checkpoint):
+        super().__init__()
+        h = _dim(dims, "hidden")
+        heads = _dim(dims, "heads")
+        kv_heads = _dim(dims, "kv_heads", default=heads)
+        ffn = _dim(dims, "ffn_hidden")
+        V = _dim(dims, "vocab")
+        max_pos = _dim(dims, "max_positions")
+        theta = float(options.get("rope_theta", 10000.0))
+        self.use_checkpoint = use_checkpoint
+        self.embed_tokens = nn.Embedding(V, h)
+        self.layers = nn.ModuleList([LlamaBlock(h, heads, kv_heads, ffn, dropout, attention)
+                                     for _ in range(_dim(dims, "layers"))])
+        self.norm = RMSNorm(h)
+        self.lm_head = nn.Linear(h, V, bias=False)
+        if _flag(options, "tied_embeddings", False):
+            self.lm_head.weight = self.embed_tokens.weight
+        hd = h // heads
+        inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2).float() / hd))
+        freqs = torch.outer(torch.arange(max_pos).float(), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_cached", emb.cos(), persistent=False)
+        self.register_buffer("sin_cached", emb.sin(), persistent=False)
+
+    def forward(self, idx, targets=None):
+        x = self.embed_tokens(idx)
+        x = run_blocks(self.layers, x, self.use_checkpoint, self.cos_cached, self.sin_cached)
+        x = self.norm(x)
+        logits = self.lm_head(x)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
+
+# ---------------------------------------------------------------- encoder (nn.TransformerEncoder)
+
+class Encoder(nn.Module):
+    """BERT-like: token + position embeddings, LayerNorm, nn.TransformerEncoder (post-norm,
+    GELU, batch_first), a vocabulary head trained on every token."""
+
+    def __init__(self, dims, options, dropout, attention, use_checkpoint):
+        super().__init__()
+        h = _dim(dims, "hidden")
+        V = _dim(dims, "vocab")
+        self.use_checkpoint = use_checkpoint
+        self.tok = nn.Embedding(V, h)
+        self.pos = nn.Embedding(_dim(dims, "max_positions"), h)
+        self.ln = nn.LayerNorm(h)
+        self.drop = nn.Dropout(dropout)
+        layer = nn.TransformerEncoderLayer(
+            d_model=h, nhead=_dim(dims, "heads"), dim_feedforward=_dim(dims, "ffn_hidden", default=4 * h),
+            dropout=dropout, activation="gelu", batch_first=True,
+            norm_first=_flag(options, "norm_first", False))
+        self.encoder = nn.TransformerEncoder(layer, num_layers=_dim(dims, "layers"))
+        self.head = nn.Linear(h, V)
+
+    def forward(self, idx, targets=None):
+        pos = torch.arange(idx.size(1), device=idx.device)
+        x = self.drop(self.ln(self.tok(idx) + self.pos(pos)))
+        if self.use_checkpoint:
+            x = run_blocks(self.encoder.layers, x, True)
+        else:
+            x = self.encoder(x)
+        logits = self.head(x)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
+
+# ---------------------------------------------------------------- torchvision (ResNet, ViT)
+
+class Checkpointed(nn.Module):
+    """Wraps a block so its forward runs under torch.utils.checkpoint while training."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return run_blocks([self.inner], x, True)
+
+
+class VisionClassifier(nn.Module):
+    """A torchvision classifier plus the loss, so every family has forward(x, y) -> (logits, loss)."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, targets=None):
+        logits = self.net(x)
+        loss = F.cross_entropy(logits, targets) if targets is not None else None
+        return logits, loss
+
+
+def build_resnet(dims, options, dropout, use_checkpoint):
+    import torchvision
+    depth = _dim(dims, "depth", "layers", default=18)
+    ctor = {18: torchvision.models.resnet18, 34: torchvision.models.resnet34,
+            50: torchvision.models.resnet50, 101: torchvision.models.resnet101}[depth]
+    net = ctor(weights=None, num_classes=_dim(dims, "classes", default=1000))
+    if use_checkpoint:
+        for name in ("layer1", "layer2", "layer3", "layer4"):
+            stage = getattr(net, name)
+            setattr(net, name, nn.Sequential(*[Checkpointed(b) for b in stage]))
+    return VisionClassifier(net)
+
+
+def build_vit(dims, options, dropout, use_checkpoint):
+    from torchvision.models.vision_transformer import VisionTransformer
+    net = VisionTransformer(
+        image_size=_dim(dims, "image_size", default=224), patch_size=_dim(dims, "patch", default=16),
+        num_layers=_dim(dims, "layers", default=12), num_heads=_dim(dims, "heads", default=12),
+        hidden_dim=_dim(dims, "hidden", default=768), mlp_dim=_dim(dims, "ffn_hidden", default=3072),
+        dropout=dropout, attention_dropout=dropout, num_classes=_dim(dims, "classes", default=1000))
+    if use_checkpoint:
+        layers = net.encoder.layers
+        for name, block in list(layers.named_children()):
+            setattr(layers, name, Checkpointed(block))
+    return VisionClassifier(net)
+
+
+# ---------------------------------------------------------------- MLP (smallest family)
+
+class MLP(nn.Module):
+    def __init__(self, dims, options, dropout, attention, use_checkpoint):
+        super().__init__()
+        h = _dim(dims, "hidden")
+        self.inputs = _dim(dims, "inputs", default=h)
+        self.use_checkpoint = use_checkpoint
+        self.body = nn.ModuleList([nn.Sequential(nn.Linear(self.inputs if i == 0 else h, h),
+                                                 nn.ReLU(), nn.Dropout(dropout))
+                                   for i in range(_dim(dims, "layers", default=2))])
+        self.head = nn.Linear(h, _dim(dims, "classes", default=10))
+
+    def forward(self, x, targets=None):
+        logits = self.head(run_blocks(self.body, x, self.use_checkpoint))
+        loss = F.cross_entropy(logits, targets) if targets is not None else None
+        return logits, loss
+
+
+FAMILIES = ("gpt2", "llama", "bert", "vit", "resnet", "mlp")
+_ALIASES = {"encoder": "bert", "transformer_encoder": "bert", "nanogpt": "gpt2"}
+
+
+def family_of(name):
+    f = _ALIASES.get(name, name)
+    if f not in FAMILIES:
+        raise ValueError(f"unknown model family {name!r}; known: {', '.join(FAMILIES)}")
+    return f
+
+
+def build_model(family, dims, options=None, dropout=0.0, attention="eager",
+                checkpointing=False, device="cpu"):
+    """Builds the family's module from dims (and options); returns it on `device`."""
+    options = options or {}
+    f = family_of(family)
+    if f == "resnet":
+        model = build_resnet(dims, options, dropout, checkpointing)
+    elif f == "vit":
+        model = build_vit(dims, options, dropout, checkpointing)
+    else:
+        cls = {"gpt2": GPT2, "llama": Llama, "bert": Encoder, "mlp": MLP}[f]
+        model = cls(dims, options, dropout, attention, checkpointing)
+    return model.to(device)
+
+
+def make_batch(family, dims, batch_size, seq_len, generator, device="cpu"):
+    """One (inputs, targets) micro-batch: token ids for language models, images and labels for
+    vision models (seq_len is the image size), features and labels for the MLP."""
+    f = family_of(family)
+    if f in ("gpt2", "llama", "bert"):
+        V = _dim(dims, "vocab", "vocab_size")
+        x = torch.randint(0, V, (batch_size, seq_len), generator=generator, device=device)
+        y = torch.randint(0, V, (batch_size, seq_len), generator=generator, device=device)
+        return x, y
+    classes = _dim(dims, "classes", default=1000 if f != "mlp" else 10)
+    if f == "mlp":
+        x = torch.randn(batch_size, _dim(dims, "inputs", "hidden"), generator=generator, device=device)
+    else:
+        size = seq_len or _dim(dims, "image_size", default=224)
+        x = torch.randn(batch_size, 3, size, size, generator=generator, device=device)
+    y = torch.randint(0, classes, (batch_size,), generator=generator, device=device)
+    return x, y
