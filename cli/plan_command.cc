@@ -1,14 +1,18 @@
 // `oomcast plan SCENARIO [--set key=value]... [--json]`: loads the scenario, predicts its
 // memory and prints the report. Exit code 0 when it fits, 1 when it would hit OOM.
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/input_error.h"
 #include "cli/commands.h"
 #include "planner/predict.h"
 #include "planner/report.h"
 #include "planner/scenario_loader.h"
+#include "planner/step_planner.h"
+#include "sim/trace_io.h"
 
 namespace oomcast::cli {
 
@@ -18,10 +22,18 @@ struct PlanFlags {
   std::string scenario;
   std::vector<std::string> overrides;
   bool json = false;
+  std::string emit_trace;
 };
 
 int run_plan(const PlanFlags& flags) {
-  planner::Prediction prediction = planner::predict(planner::load_scenario(flags.scenario, flags.overrides));
+  planner::Scenario scenario = planner::load_scenario(flags.scenario, flags.overrides);
+  planner::PlannedTrace planned = planner::plan_steps(scenario);
+  if (!flags.emit_trace.empty()) {
+    std::ofstream out(flags.emit_trace);
+    if (!out) throw InputError({flags.emit_trace, 0, 0, -1}, "--emit-trace", "cannot write the trace file");
+    sim::write_trace(out, planned.trace);
+  }
+  planner::Prediction prediction = planner::predict_planned(scenario, planned);
   std::string text = flags.json ? planner::render_json(prediction) : planner::render_text(prediction);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return prediction.fits ? 0 : 1;
@@ -38,6 +50,8 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                       "override a scenario key: --set batch_size=32 --set model.layers=4 (repeatable)")
       ->allow_extra_args(false);
   command->add_flag("--json", flags->json, "print JSON (keys in DESIGN.md) instead of text");
+  command->add_option("--emit-trace", flags->emit_trace,
+                      "also write the planned allocation schedule as a trace (docs/trace-format.md)");
   command->callback([flags, &exit_code] { exit_code = run_plan(*flags); });
 }
 

@@ -472,8 +472,10 @@ Document Parser::run() {
         break;
       }
       case kBinBytes8:
-      case kByteArray8:
         push_text(Kind::Bytes, read_le(take(8, op_pos, "BINBYTES8"), 8), 9, op_pos, "BINBYTES8");
+        break;
+      case kByteArray8:
+        push_text(Kind::Bytes, read_le(take(8, op_pos, "BYTEARRAY8"), 8), 9, op_pos, "BYTEARRAY8");
         break;
       case kEmptyDict: stack_.push_back(new_container(Kind::Dict, op_pos, stack_.size())); break;
       case kEmptyList: stack_.push_back(new_container(Kind::List, op_pos, stack_.size())); break;
@@ -481,7 +483,8 @@ Document Parser::run() {
       case kEmptyTuple: stack_.push_back(new_container(Kind::Tuple, op_pos, stack_.size())); break;
       case kTuple1: case kTuple2: case kTuple3: {
         const size_t n = static_cast<size_t>(op - kTuple1 + 1);
-        need(n, op_pos, "TUPLE1/2/3");
+        static const char* const kNames[] = {"TUPLE1", "TUPLE2", "TUPLE3"};
+        need(n, op_pos, kNames[n - 1]);
         const size_t begin = stack_.size() - n;
         Value made = new_container(Kind::Tuple, op_pos, begin);
         if (made.kind() != Kind::Skipped) append(made.payload_, stack_.data() + begin, n);

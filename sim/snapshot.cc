@@ -286,8 +286,8 @@ Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t siz
   const Value& root = doc.root();
   if (!root.is_dict()) {
     doc.fail(root.offset(), "",
-             std::string("a snapshot pickle holds a dict with 'segments' and 'device_traces', "
-                         "not a ") + pickle::kind_name(root.kind()));
+             std::string("a snapshot pickle must hold a dict with 'segments' and 'device_traces', "
+                         "not ") + pickle::kind_name(root.kind()));
   }
   const FieldReader fields(doc, Path{"snapshot"});
   Snapshot snapshot;

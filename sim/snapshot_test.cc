@@ -367,7 +367,7 @@ TEST_CASE("a pickle whose top level is not a dict is an error", "[sim][snapshot]
   const InputError error = error_of(bytes_of(
       "\x80\x04\x95\x06\x00\x00\x00\x00\x00\x00\x00]\x94K\x01" "a."));
   CHECK(error.message() ==
-        "a snapshot pickle holds a dict with 'segments' and 'device_traces', not a list at byte 11");
+        "a snapshot pickle must hold a dict with 'segments' and 'device_traces', not list at byte 11");
 }
 
 TEST_CASE("a truncated snapshot pickle is an error with the byte offset", "[sim][snapshot]") {

@@ -145,16 +145,36 @@ Trace read_trace_file(const std::string& path) {
 
 void write_trace(std::ostream& out, const Trace& trace) {
   out << "# oomcast trace v1: alloc <id> <bytes> [stream] [tag] | free <id> | mark <label> | empty_cache\n";
+  // A Trace's slots are distinct even when two live slots share a name (the planner's names
+  // are labels); the text form needs unique live ids, so a clash gets the slot appended.
+  std::unordered_map<std::string, uint32_t> live_names;
+  std::vector<std::string> written(trace.slot_names.size());
+  auto name_of = [&](uint32_t slot) -> const std::string& {
+    if (slot >= written.size()) written.resize(slot + 1);
+    if (written[slot].empty()) {
+      std::string name = slot < trace.slot_names.size() && !trace.slot_names[slot].empty()
+                             ? trace.slot_names[slot]
+                             : "slot" + std::to_string(slot);
+      for (char& c : name)
+        if (c == ' ' || c == '\t' || c == '#') c = '_';
+      if (live_names.count(name)) name += "@" + std::to_string(slot);
+      written[slot] = name;
+    }
+    return written[slot];
+  };
   for (const Event& event : trace.events) {
     switch (event.kind) {
       case EventKind::Alloc:
-        out << "alloc " << trace.slot_names[event.slot] << ' ' << event.bytes;
+        live_names[name_of(event.slot)] = event.slot;
+        out << "alloc " << name_of(event.slot) << ' ' << event.bytes;
         if (event.stream != 0 || event.tag != 0) out << ' ' << event.stream;
         if (event.tag != 0) out << ' ' << trace.strings[event.tag];
         out << '\n';
         break;
       case EventKind::Free:
-        out << "free " << trace.slot_names[event.slot] << '\n';
+        out << "free " << name_of(event.slot) << '\n';
+        live_names.erase(name_of(event.slot));
+        written[event.slot].clear();
         break;
       case EventKind::Mark:
         out << "mark " << trace.strings[event.tag] << '\n';

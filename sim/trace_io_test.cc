@@ -98,3 +98,18 @@ TEST_CASE("an alloc without a size is an error", "[sim][trace][errors]") {
   CHECK(error_of("alloc a\n") ==
         "t.trace:1: event 0: error: alloc needs an id and a size: 'alloc <id> <bytes> [stream] [tag]'");
 }
+
+TEST_CASE("writing a trace whose live slots share a name keeps them apart", "[sim][trace]") {
+  TraceBuilder builder;
+  builder.alloc("grad", 1000);
+  builder.alloc("grad", 2000);  // a second live slot under the same label
+  Trace trace = builder.take();
+  trace.events.push_back(Event{EventKind::Free, 0, 0, 0, 0});
+  trace.events.push_back(Event{EventKind::Free, 1, 0, 0, 0});
+  std::ostringstream out;
+  write_trace(out, trace);
+  Trace again = parse_trace_text("again", out.str());
+  REQUIRE(again.events.size() == 4);
+  CHECK(again.events[2].slot == again.events[0].slot);
+  CHECK(again.events[3].slot == again.events[1].slot);
+}
