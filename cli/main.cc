@@ -1,9 +1,13 @@
 // main(): the subcommand table and the one place that turns errors into exit codes.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "base/edit_distance.h"
 #include "base/input_error.h"
 #include "cli/commands.h"
 
@@ -17,6 +21,16 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   oomcast::cli::add_replay_command(app, exit_code);
   oomcast::cli::add_plan_command(app, exit_code);
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* command : app.get_subcommands({})) names.push_back(command->get_name());
+    std::string word = argv[1];
+    if (std::find(names.begin(), names.end(), word) == names.end()) {
+      std::fprintf(stderr, "error: unknown subcommand '%s'%s; run 'oomcast --help' for the list\n", word.c_str(),
+                   oomcast::did_you_mean(word, names).c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

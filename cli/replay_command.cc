@@ -3,9 +3,11 @@
 // recorded segment decisions were reproduced.
 #include <fmt/core.h>
 
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "base/input_error.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
 #include "sim/allocator_config.h"
@@ -28,8 +30,17 @@ struct ReplayFlags {
   std::string context_memory;
   double memory_fraction = 0.0;
   int device_index = 0;
-  double torch_version = 2.6;
+  std::string torch_version = "2.6";
 };
+
+// "2.6" -> 206, "2.11" -> 211 (sim::TorchVersion).
+int parse_torch_version(const std::string& text) {
+  unsigned major = 0, minor = 0;
+  char trailing = 0;
+  if (std::sscanf(text.c_str(), "%u.%u%c", &major, &minor, &trailing) != 2 || major != 2 || minor > 99)
+    throw InputError({}, "--torch-version", "--torch-version: '" + text + "' is not a PyTorch 2.x release such as 2.6");
+  return static_cast<int>(100 * major + minor);
+}
 
 std::string mib(uint64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / 1048576.0); }
 
@@ -87,7 +98,7 @@ void print_replay_text(const std::string& file, const sim::ReplayResult& result)
 
 int run_replay(const ReplayFlags& flags) {
   sim::AllocatorConfig base;
-  base.torch_version = static_cast<int>(std::lround(flags.torch_version * 100));
+  base.torch_version = parse_torch_version(flags.torch_version);
   if (sim::looks_like_snapshot_path(flags.file)) {
     sim::Snapshot snapshot = sim::read_snapshot(flags.file);
     sim::AllocatorConfig config = flags.alloc_conf_given ? sim::parse_alloc_conf(flags.alloc_conf, base)

@@ -1,0 +1,13 @@
+# Runs the oomcast binary with ARGS (a ;-list), then checks its exit code (EXPECT_CODE) and
+# that its combined output matches EXPECT_REGEX. Used by the CLI tests in tests/CMakeLists.txt.
+execute_process(COMMAND ${OOMCAST} ${ARGS}
+                WORKING_DIRECTORY ${SOURCE_DIR}
+                RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(all "${out}${err}")
+if(NOT code EQUAL EXPECT_CODE)
+  message(FATAL_ERROR "exit code ${code}, expected ${EXPECT_CODE}\n${all}")
+endif()
+if(NOT all MATCHES "${EXPECT_REGEX}")
+  message(FATAL_ERROR "output does not match '${EXPECT_REGEX}':\n${all}")
+endif()
+message(STATUS "ok: exit ${code}, output matches '${EXPECT_REGEX}'")
