@@ -27,39 +27,29 @@ enum Op : uint8_t {
 
 // Says why an opcode this reader refuses is there, so the error tells what the file holds.
 std::string describe_unsupported_opcode(uint8_t op) {
+  struct Refused {
+    uint8_t op;
+    const char* name;
+    bool builds_object;  // otherwise a protocol 0/1 text opcode
+  };
+  static const Refused kRefused[] = {
+      {'c', "GLOBAL", true}, {0x93, "STACK_GLOBAL", true}, {'R', "REDUCE", true},
+      {'b', "BUILD", true}, {0x81, "NEWOBJ", true}, {0x92, "NEWOBJ_EX", true},
+      {'i', "INST", true}, {'o', "OBJ", true}, {'P', "PERSID", true}, {'Q', "BINPERSID", true},
+      {0x82, "EXT1", true}, {0x83, "EXT2", true}, {0x84, "EXT4", true},
+      {0x97, "NEXT_BUFFER", true}, {0x98, "READONLY_BUFFER", true}, {'I', "INT", false},
+      {'L', "LONG", false}, {'F', "FLOAT", false}, {'S', "STRING", false},
+      {'V', "UNICODE", false}, {'p', "PUT", false}, {'g', "GET", false},
+  };
   static const char kDigits[] = "0123456789abcdef";
-  std::string text = std::string("unsupported pickle opcode 0x") + kDigits[op >> 4] + kDigits[op & 15];
-  const char* object_opcode = nullptr;
-  const char* text_opcode = nullptr;
-  switch (op) {
-    case 'c': object_opcode = "GLOBAL"; break;
-    case 0x93: object_opcode = "STACK_GLOBAL"; break;
-    case 'R': object_opcode = "REDUCE"; break;
-    case 'b': object_opcode = "BUILD"; break;
-    case 0x81: object_opcode = "NEWOBJ"; break;
-    case 0x92: object_opcode = "NEWOBJ_EX"; break;
-    case 'i': object_opcode = "INST"; break;
-    case 'o': object_opcode = "OBJ"; break;
-    case 'P': object_opcode = "PERSID"; break;
-    case 'Q': object_opcode = "BINPERSID"; break;
-    case 0x82: object_opcode = "EXT1"; break;
-    case 0x83: object_opcode = "EXT2"; break;
-    case 0x84: object_opcode = "EXT4"; break;
-    case 0x97: object_opcode = "NEXT_BUFFER"; break;
-    case 0x98: object_opcode = "READONLY_BUFFER"; break;
-    case 'I': text_opcode = "INT"; break;
-    case 'L': text_opcode = "LONG"; break;
-    case 'F': text_opcode = "FLOAT"; break;
-    case 'S': text_opcode = "STRING"; break;
-    case 'V': text_opcode = "UNICODE"; break;
-    case 'p': text_opcode = "PUT"; break;
-    case 'g': text_opcode = "GET"; break;
-    default: break;
+  const std::string text =
+      std::string("unsupported pickle opcode 0x") + kDigits[op >> 4] + kDigits[op & 15];
+  for (const Refused& refused : kRefused) {
+    if (refused.op != op) continue;
+    return text + " (" + refused.name + "): " +
+           (refused.builds_object ? "the pickle holds Python objects, not plain data"
+                                  : "protocol 0/1 text opcodes are not read");
   }
-  if (object_opcode) {
-    return text + " (" + object_opcode + "): the pickle holds Python objects, not plain data";
-  }
-  if (text_opcode) return text + " (" + text_opcode + "): protocol 0/1 text opcodes are not read";
   return text + " (not a pickle opcode)";
 }
 
@@ -170,6 +160,8 @@ class Memo {
  public:
   // How many slots are filled: the index MEMOIZE uses, as in CPython's unpickler.
   uint64_t count() const { return count_; }
+  // One past the highest index stored.
+  uint64_t size() const { return size_; }
   const Value* find(uint64_t index) const {
     if (index >= size_) return nullptr;
     const Value& slot = slot_at(index);
@@ -223,6 +215,10 @@ class Parser {
     doc_.name_ = name;
     doc_.data_ = data;
     doc_.size_ = size;
+    // Real snapshots (stack traces skipped) keep about one item per 10 input bytes. Reserving
+    // address space for 2 per 16 means no regrowth, which would touch and copy it all again;
+    // pages never written cost nothing.
+    doc_.items_.reserve(size / 8);
   }
 
   Document run();
@@ -280,7 +276,8 @@ class Parser {
               size_t op_pos, const char* what);
   void memo_put(uint64_t index, size_t op_pos);
   void memo_get(uint64_t index, size_t op_pos);
-  void push_text(Kind kind, uint64_t length, uint8_t header, size_t op_pos, const char* what);
+  // Pushes a str or bytes value whose length comes first in `length_bytes` bytes.
+  void push_text(Kind kind, size_t length_bytes, size_t op_pos, const char* what);
   void push_long(size_t n, uint8_t header, size_t op_pos);
 
   Document doc_;
@@ -360,14 +357,21 @@ void Parser::memo_put(uint64_t index, size_t op_pos) {
 }
 
 void Parser::memo_get(uint64_t index, size_t op_pos) {
+  if (skipping_context() && index < memo_.size()) {
+    // Inside a skipped value (a stack trace, mostly shared frames fetched from the memo)
+    // the value is dropped anyway; not reading it saves a cache miss per frame.
+    stack_.push_back(Value(Kind::Skipped, op_pos, 0));
+    return;
+  }
   const Value* value = memo_.find(index);
   if (!value) fail(op_pos, "memo index " + std::to_string(index) + " was never stored");
   stack_.push_back(*value);
 }
 
-void Parser::push_text(Kind kind, uint64_t length, uint8_t header, size_t op_pos, const char* what) {
+void Parser::push_text(Kind kind, size_t length_bytes, size_t op_pos, const char* what) {
+  const uint64_t length = read_le(take(length_bytes, op_pos, what), length_bytes);
   take(length, op_pos, what);
-  stack_.push_back(Value(kind, op_pos, length, header));
+  stack_.push_back(Value(kind, op_pos, length, static_cast<uint8_t>(1 + length_bytes)));
 }
 
 void Parser::push_long(size_t n, uint8_t header, size_t op_pos) {
@@ -447,36 +451,16 @@ Document Parser::run() {
         stack_.push_back(Value(Kind::Float, op_pos, bits));
         break;
       }
-      case kShortBinUnicode:
-        push_text(Kind::String, *take(1, op_pos, "SHORT_BINUNICODE"), 2, op_pos, "SHORT_BINUNICODE");
-        break;
-      case kBinUnicode:
-        push_text(Kind::String, read_le(take(4, op_pos, "BINUNICODE"), 4), 5, op_pos, "BINUNICODE");
-        break;
-      case kBinUnicode8:
-        push_text(Kind::String, read_le(take(8, op_pos, "BINUNICODE8"), 8), 9, op_pos, "BINUNICODE8");
-        break;
-      case kShortBinBytes:
-        push_text(Kind::Bytes, *take(1, op_pos, "SHORT_BINBYTES"), 2, op_pos, "SHORT_BINBYTES");
-        break;
-      case kShortBinString:
-        push_text(Kind::Bytes, *take(1, op_pos, "SHORT_BINSTRING"), 2, op_pos, "SHORT_BINSTRING");
-        break;
-      case kBinBytes:
-        push_text(Kind::Bytes, read_le(take(4, op_pos, "BINBYTES"), 4), 5, op_pos, "BINBYTES");
-        break;
-      case kBinString: {
-        const auto n = static_cast<int32_t>(read_le(take(4, op_pos, "BINSTRING"), 4));
-        if (n < 0) fail(op_pos, "negative length in BINSTRING");
-        push_text(Kind::Bytes, static_cast<uint64_t>(n), 5, op_pos, "BINSTRING");
-        break;
-      }
-      case kBinBytes8:
-        push_text(Kind::Bytes, read_le(take(8, op_pos, "BINBYTES8"), 8), 9, op_pos, "BINBYTES8");
-        break;
-      case kByteArray8:
-        push_text(Kind::Bytes, read_le(take(8, op_pos, "BYTEARRAY8"), 8), 9, op_pos, "BYTEARRAY8");
-        break;
+      // Python 2 str (BINSTRING, SHORT_BINSTRING) reads as bytes, as with encoding='bytes'.
+      case kShortBinUnicode: push_text(Kind::String, 1, op_pos, "SHORT_BINUNICODE"); break;
+      case kBinUnicode: push_text(Kind::String, 4, op_pos, "BINUNICODE"); break;
+      case kBinUnicode8: push_text(Kind::String, 8, op_pos, "BINUNICODE8"); break;
+      case kShortBinBytes: push_text(Kind::Bytes, 1, op_pos, "SHORT_BINBYTES"); break;
+      case kBinBytes: push_text(Kind::Bytes, 4, op_pos, "BINBYTES"); break;
+      case kBinBytes8: push_text(Kind::Bytes, 8, op_pos, "BINBYTES8"); break;
+      case kByteArray8: push_text(Kind::Bytes, 8, op_pos, "BYTEARRAY8"); break;
+      case kShortBinString: push_text(Kind::Bytes, 1, op_pos, "SHORT_BINSTRING"); break;
+      case kBinString: push_text(Kind::Bytes, 4, op_pos, "BINSTRING"); break;
       case kEmptyDict: stack_.push_back(new_container(Kind::Dict, op_pos, stack_.size())); break;
       case kEmptyList: stack_.push_back(new_container(Kind::List, op_pos, stack_.size())); break;
       case kEmptySet: stack_.push_back(new_container(Kind::Set, op_pos, stack_.size())); break;

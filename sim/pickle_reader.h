@@ -115,6 +115,7 @@ struct ParseOptions {
   // When a container is pushed right after a string equal to this key (that is, as that
   // key's value in a dict), it and everything built inside it become Kind::Skipped and
   // cost no memory. Torch snapshots use this for "frames": stack traces are most of the file.
+  // Memo fetches inside a skipped value are only checked to be in range.
   std::string_view skip_value_of_key;
 };
 

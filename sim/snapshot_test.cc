@@ -417,6 +417,38 @@ TEST_CASE("a missing file is an error naming it", "[sim][snapshot]") {
   CHECK(error.message() == "cannot open file: No such file or directory");
 }
 
+TEST_CASE("inputs saved from fuzzing give their InputError or decode, and never crash", "[sim][snapshot][fuzz]") {
+  // Mutants libFuzzer found on the way to new code paths (fuzz/README.md); none crashed.
+  struct Saved {
+    const char* file;
+    const char* message;  // nullptr: the input decodes
+  };
+  const Saved saved[] = {
+      // A dict pushed on top of a leftover 'frames' string is skipped, even at the top level.
+      {"snapshot_top_level_skipped.pickle",
+       "a snapshot pickle must hold a dict with 'segments' and 'device_traces', not skipped value "
+       "at byte 630"},
+      // A memo fetch of a skipped stack trace where a block state belongs.
+      {"snapshot_block_state_skipped.pickle",
+       "segments[3].blocks[0]: 'state' must be a str, not skipped value at byte 7971"},
+      {"snapshot_gzip_trailing_data.pickle.gz", "trailing data after the gzip stream at byte 252"},
+      {"snapshot_gzip_distance_too_far.pickle.gz",
+       "corrupt gzip data (invalid distance too far back) at byte 101"},
+      {"snapshot_memo_index_out_of_range.pickle", "memo index 134236677 out of range at byte 32"},
+      // {'segments': [], 2097152: <a 14-byte str that swallowed the rest>}
+      {"snapshot_mutated_but_valid.pickle", nullptr},
+  };
+  for (const Saved& input : saved) {
+    INFO(input.file);
+    const std::string path = kDataDir + "fuzz/" + input.file;
+    if (input.message) {
+      CHECK(read_error_of(path).message() == input.message);
+    } else {
+      CHECK(oomcast::sim::read_snapshot(path).segments.empty());
+    }
+  }
+}
+
 TEST_CASE("snapshot paths are recognised by their extension", "[sim][snapshot]") {
   CHECK(oomcast::sim::looks_like_snapshot_path("run/snap.pickle"));
   CHECK(oomcast::sim::looks_like_snapshot_path("snap.pickle.gz"));

@@ -14,13 +14,15 @@
 namespace oomcast::sim {
 namespace {
 
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
 std::vector<std::string_view> split_fields(std::string_view line) {
   std::vector<std::string_view> fields;
   size_t position = 0;
   while (position < line.size()) {
-    while (position < line.size() && (line[position] == ' ' || line[position] == '\t')) ++position;
+    while (position < line.size() && is_blank(line[position])) ++position;
     size_t start = position;
-    while (position < line.size() && line[position] != ' ' && line[position] != '\t') ++position;
+    while (position < line.size() && !is_blank(line[position])) ++position;
     if (position > start) fields.push_back(line.substr(start, position - start));
   }
   return fields;
@@ -96,8 +98,8 @@ class TraceParser {
     } else if (action == "mark") {
       size_t label_start = line.find("mark") + 4;
       std::string_view label = line.substr(label_start);
-      while (!label.empty() && (label.front() == ' ' || label.front() == '\t')) label.remove_prefix(1);
-      while (!label.empty() && (label.back() == ' ' || label.back() == '\t')) label.remove_suffix(1);
+      while (!label.empty() && is_blank(label.front())) label.remove_prefix(1);
+      while (!label.empty() && is_blank(label.back())) label.remove_suffix(1);
       if (label.empty()) fail(action, "mark needs a label: 'mark <label>'");
       builder_.mark(std::string(label));
     } else if (action == "empty_cache") {
