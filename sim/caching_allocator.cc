@@ -147,16 +147,21 @@ Block* CachingAllocator::alloc_found_block(Block* block, uint64_t size, uint64_t
     stats_.inactive_split.decrease(is_small, 1);
     stats_.inactive_split_bytes.decrease(is_small, static_cast<int64_t>(block->size));
   }
-  block->allocated = true;
   block->requested_size = requested;
+  mark_allocated(block);
+  return block;
+}
+
+void CachingAllocator::mark_allocated(Block* block) {
+  bool is_small = block->pool->is_small();
+  block->allocated = true;
   auto bytes = static_cast<int64_t>(block->size);
   stats_.allocation.increase(is_small, 1);
   stats_.allocated_bytes.increase(is_small, bytes);
   stats_.active.increase(is_small, 1);
   stats_.active_bytes.increase(is_small, bytes);
-  stats_.requested_bytes.increase(is_small, static_cast<int64_t>(requested));
+  stats_.requested_bytes.increase(is_small, static_cast<int64_t>(block->requested_size));
   if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
-  return block;
 }
 
 Block* CachingAllocator::alloc_block(BlockPool& pool, uint64_t stream, uint64_t size, uint64_t alloc_size,
@@ -320,15 +325,7 @@ std::vector<Block*> CachingAllocator::restore_segment(uint64_t address, uint64_t
   for (size_t i = 0; i < created.size(); ++i) {
     Block* block = created[i];
     if (blocks[i].allocated) {
-      // Account as alloc_found_block would, without the inactive-split bookkeeping.
-      block->allocated = true;
-      auto bytes = static_cast<int64_t>(block->size);
-      stats_.allocation.increase(is_small, 1);
-      stats_.allocated_bytes.increase(is_small, bytes);
-      stats_.active.increase(is_small, 1);
-      stats_.active_bytes.increase(is_small, bytes);
-      stats_.requested_bytes.increase(is_small, static_cast<int64_t>(block->requested_size));
-      if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
+      mark_allocated(block);
     } else {
       pool.insert(block);
       if (block->is_split()) {

@@ -85,6 +85,8 @@ class CachingAllocator {
   Block* get_free_block(BlockPool& pool, uint64_t stream, uint64_t size);
   bool should_split(const Block* block, uint64_t size) const;
   Block* alloc_found_block(Block* block, uint64_t size, uint64_t requested);
+  // Marks a block allocated and counts it in the allocation, active and requested stats.
+  void mark_allocated(Block* block);
   Block* alloc_block(BlockPool& pool, uint64_t stream, uint64_t size, uint64_t alloc_size, bool is_retry);
   void free_block(Block* block);
   uint64_t try_merge_blocks(Block* destination, Block* source, BlockPool& pool);
