@@ -9,5 +9,9 @@ namespace oomcast::cli {
 
 void add_replay_command(CLI::App& app, int& exit_code);
 void add_plan_command(CLI::App& app, int& exit_code);
+void add_compare_command(CLI::App& app, int& exit_code);
+void add_search_command(CLI::App& app, int& exit_code);
+void add_sweep_command(CLI::App& app, int& exit_code);
+void add_whatif_command(CLI::App& app, int& exit_code);
 
 }  // namespace oomcast::cli

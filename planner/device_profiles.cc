@@ -71,6 +71,32 @@ std::vector<DeviceProfile> build_profiles() {
       // get_device_properties() of "NVIDIA A10G" (AWS g5): total_memory=22587MB = 22.06 GiB.
       gpu("a10g", "A10G", 22'587, 86),
   };
+  // Host link and compute peak, for the offload-cost estimate (planner/parallel/offload_cost.cc).
+  // host_link_gbps is the *effective* host<->device copy bandwidth of pinned memory, below
+  // the link's theoretical rate: PCIe 3.0 x16 is 15.75 GB/s theoretical, ~12 GB/s measured;
+  // PCIe 4.0 x16 31.5 GB/s theoretical, ~25 GB/s measured (A100, L4, A10G, RTX 30/40);
+  // PCIe 5.0 x16 63 GB/s theoretical, ~50 GB/s measured (H100/H200 SXM hosts), as reported
+  // by cudaMemcpy bandwidth tests. peak_tflops: dense bf16 (fp16 before sm_80) tensor-core
+  // peak from NVIDIA's data sheets (A100 312, H100/H200 SXM 989, L4 121, T4 65, V100 125,
+  // RTX 3090 71, RTX 4090 165, A10G ~70 as the A10's 125 scaled by AWS's lower clocks).
+  struct LinkAndPeak {
+    const char* name;
+    double host_link_gbps;
+    double peak_tflops;
+  };
+  const LinkAndPeak kLinks[] = {
+      {"a100-80gb", 25.0, 312.0}, {"a100-40gb", 25.0, 312.0}, {"h100-80gb", 50.0, 989.0},
+      {"h200", 50.0, 989.0},      {"l4", 25.0, 121.0},        {"t4", 12.0, 65.0},
+      {"v100-16gb", 12.0, 125.0}, {"v100-32gb", 12.0, 125.0}, {"rtx-3090", 25.0, 71.0},
+      {"rtx-4090", 25.0, 165.0},  {"a10g", 25.0, 70.0}};
+  for (DeviceProfile& profile : profiles) {
+    for (const LinkAndPeak& link : kLinks) {
+      if (profile.name == link.name) {
+        profile.host_link_gbps = link.host_link_gbps;
+        profile.peak_tflops = link.peak_tflops;
+      }
+    }
+  }
   // cpu: no caching allocator, no rounding, no cuBLAS workspace, no context. Capacity is
   // effectively unlimited (the verdict is about GPUs); set device.total_gib to check a bound.
   DeviceProfile cpu;
@@ -141,6 +167,8 @@ DeviceConfig device_config_from_profile(const DeviceProfile& profile) {
   config.cublas_workspaces = profile.cublas_workspaces;
   config.is_cpu = profile.is_cpu;
   config.compute_capability = profile.compute_capability;
+  config.host_link_gbps = profile.host_link_gbps;
+  config.peak_tflops = profile.peak_tflops;
   return config;
 }
 

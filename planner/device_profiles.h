@@ -20,6 +20,8 @@ struct DeviceProfile {
   uint64_t cublas_workspace_bytes = 0;  // one cuBLAS workspace, allocated through the allocator
   int64_t cublas_workspaces = 0;     // workspaces a process running backward holds
   int compute_capability = 0;        // 80 = sm_80; 0 for cpu
+  double host_link_gbps = 0.0;       // effective PCIe host<->GPU bandwidth, GB/s (sources in .cc)
+  double peak_tflops = 0.0;          // dense bf16/fp16 tensor-core peak, TFLOP/s (spec sheets)
   bool is_cpu = false;
 };
 

@@ -161,7 +161,9 @@ void GraphRunner::run_forward_op(uint32_t op_index, int32_t position) {
 void GraphRunner::forward() {
   grad_mode_run_ = true;
   for (uint32_t position = 0; position < order_.order.size(); ++position) {
+    if (model_->hooks) model_->hooks->before_forward_op(order_.order[position]);
     run_forward_op(order_.order[position], static_cast<int32_t>(position));
+    if (model_->hooks) model_->hooks->after_forward_op(order_.order[position]);
   }
 }
 
@@ -257,6 +259,7 @@ void GraphRunner::finalize_parameter(int32_t parameter) {
     model_->grad_slot[index] = grads_[static_cast<size_t>(buffer)].slot;  // AccumulateGrad steals it
     grads_[static_cast<size_t>(buffer)].refs = 0;
   }
+  if (model_->hooks) model_->hooks->parameter_grad_ready(parameter);
 }
 
 void GraphRunner::deliver_parameter_grad(int32_t parameter, int32_t grad) {
@@ -335,8 +338,11 @@ void GraphRunner::backward() {
     uint32_t op_index = order_.order[static_cast<size_t>(position)];
     const OpNode& op = graph_.ops[op_index];
     bool checkpointed = op.unit >= 0 && checkpoints_.unit_checkpointed[static_cast<size_t>(op.unit)];
-    if (checkpointed && !unit_recomputed_[static_cast<size_t>(op.unit)]) recompute_unit(static_cast<size_t>(op.unit));
+    bool recomputes = checkpointed && !unit_recomputed_[static_cast<size_t>(op.unit)];
+    if (model_->hooks) model_->hooks->before_backward_op(op_index, recomputes);
+    if (recomputes) recompute_unit(static_cast<size_t>(op.unit));
     if (op.records_grad_node) run_backward_node(op_index);
+    if (model_->hooks) model_->hooks->after_backward_op(op_index);
     if (checkpointed && position == checkpoints_.unit_first_position[static_cast<size_t>(op.unit)]) {
       for (TensorId tensor : unit_external_kept_[static_cast<size_t>(op.unit)]) release(tensor);
     }

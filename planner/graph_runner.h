@@ -11,6 +11,7 @@
 
 #include "planner/checkpointing.h"
 #include "planner/layer_graph.h"
+#include "planner/parallel/runner_hooks.h"
 #include "planner/schedule_writer.h"
 
 namespace oomcast::planner {
@@ -24,6 +25,7 @@ struct ModelState {
   int64_t workspaces_created = 0;
   bool forward_workspace = false;          // the forward thread's handle has one
   bool backward_workspace = false;         // the autograd thread's handle has one
+  RunnerHooks* hooks = nullptr;            // a data-parallel engine's module and grad hooks
 };
 
 class GraphRunner {

@@ -92,6 +92,14 @@ void OptimizerModel::adam_temporaries(const std::vector<size_t>& params) {
         slots.push_back(writer_->alloc(state_name(p, ".exp_avg_sq_sqrt"),
                                        params_[p].numel * dtype_bytes(params_[p].dtype), TensorCategory::Temporary));
       }
+      if (torch_version_ < 200) {
+        // Before 2.0, denom = torch._foreach_add(exp_avg_sq_sqrt, eps) was out of place: a
+        // second list the size of the parameters (the CPU captures of torch 1.13 show both).
+        for (size_t p : params) {
+          slots.push_back(writer_->alloc(state_name(p, ".denom"), params_[p].numel * dtype_bytes(params_[p].dtype),
+                                         TensorCategory::Temporary));
+        }
+      }
       for (uint32_t slot : slots) writer_->free(slot);
       return;
     }

@@ -31,6 +31,9 @@ class OptimizerModel {
   // One optimizer.step(): `has_grad[i]` tells which parameters have a .grad (the others are
   // skipped, as torch skips p.grad is None).
   void step(const std::vector<uint8_t>& has_grad);
+  // The PyTorch release whose torch.optim code runs (allocator.torch_version; 113 = 1.13),
+  // where releases allocate differently.
+  void set_torch_version(int version) { torch_version_ = version; }
 
  private:
   uint32_t state_name(size_t param, const char* suffix);
@@ -44,6 +47,7 @@ class OptimizerModel {
   ScheduleWriter* writer_;
   std::vector<uint8_t> initialized_;
   bool shared_buffers_ = false;   // bitsandbytes' qmaps
+  int torch_version_ = 206;
 };
 
 }  // namespace oomcast::planner

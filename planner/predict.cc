@@ -173,6 +173,7 @@ Prediction predict_planned(const Scenario& scenario, const PlannedTrace& planned
   prediction.scenario = scenario;
   prediction.parameters = planned.parameter_count;
   prediction.events = planned.trace.events.size();
+  prediction.parallel = planned.parallel;
   prediction.device_total_bytes = scenario.device.model.total_bytes;
   prediction.usable_bytes = usable_bytes(scenario.device);
   if (scenario.device.is_cpu) {

@@ -65,6 +65,9 @@ struct Prediction {
   std::string oom_message;             // PyTorch's exact text; empty when it fits
   ScheduleLocation oom_at;             // the allocation that failed
   sim::Bytes oom_requested_bytes = 0;
+  // Data-parallel jobs: per-rank model states, host RAM of offloaded states (host_bytes),
+  // NCCL buffers, offload cost and warnings about unmodelled keys (planner/parallel/).
+  ParallelSummary parallel;
 
   // usable - peak reserved; negative when it does not fit.
   int64_t spare_bytes() const {

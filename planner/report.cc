@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "planner/parallel/parallel_report.h"
 #include "planner/scenario_loader.h"
 
 namespace oomcast::planner {
@@ -131,7 +132,7 @@ std::string verdict_line(const Prediction& prediction) {
 }
 
 std::string render_text(const Prediction& prediction) {
-  std::string text = header(prediction);
+  std::string text = header(prediction) + parallel_text(prediction);
   text += "\n" + verdict_line(prediction) + "\n\n";
   text += phase_table(prediction);
   text += fmt::format("\npeak: {} allocated at {}\n", size_text(static_cast<double>(prediction.peak_allocated_bytes)),
@@ -194,6 +195,7 @@ std::string render_json(const Prediction& prediction) {
                                {"inactive_split_bytes", prediction.inactive_split_at_peak_bytes}};
   json["events"] = prediction.events;
   json["accounting"] = prediction.exact_accounting ? "exact_live_bytes" : "cuda_caching_allocator";
+  add_parallel_json(prediction, json);
   return json.dump(2) + "\n";
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/parallel/parallel_config.h"
 #include "sim/allocator_config.h"
 #include "sim/device_model.h"
 
@@ -66,6 +67,8 @@ struct DeviceConfig {
   bool is_cpu = false;                          // no rounding, no workspace, no context
   std::string display_name;                     // "A100-80GB", for reports
   int compute_capability = 0;                   // 80 = sm_80; decides flash/bf16 support; 0 on cpu
+  double host_link_gbps = 0.0;                  // effective host<->GPU bandwidth, GB/s (offload cost)
+  double peak_tflops = 0.0;                     // dense 16-bit tensor-core peak (compute-time estimate)
 };
 
 struct Scenario {
@@ -84,6 +87,7 @@ struct Scenario {
   EvalConfig eval;
   DeviceConfig device;
   sim::AllocatorConfig allocator;
+  ParallelConfig parallel;                      // data parallel: one rank of the job is planned
 };
 
 }  // namespace oomcast::planner

@@ -17,6 +17,7 @@
 #include "planner/families/families.h"
 #include "planner/layer_graph.h"
 #include "planner/model_catalog.h"
+#include "planner/parallel_config_loader.h"
 #include "planner/yaml_reader.h"
 #include "sim/allocator_config.h"
 
@@ -79,7 +80,7 @@ Enum read_choice(const YamlNode& node, const Named<Enum> (&table)[N]) {
 const std::vector<std::string> kTopLevelKeys = {
     "description", "model", "batch_size", "seq_len", "image_size", "grad_accum_steps",
     "iterations", "precision", "attention", "dropout", "checkpointing", "optimizer",
-    "training_loop", "eval", "device", "allocator"};
+    "training_loop", "eval", "device", "allocator", "parallel"};
 
 bool looks_like_path(const std::string& reference) {
   auto ends_with = [&](const char* suffix) {
@@ -511,6 +512,7 @@ Scenario read_scenario(const YamlDocument& document) {
   scenario.optimizer = read_optimizer(root.child("optimizer"), scenario.device.is_cpu);
   scenario.loop = read_training_loop(root.child("training_loop"), scenario.model);
   scenario.eval = read_eval(root.child("eval"));
+  read_parallel_section(root, base_dir, scenario);  // planner/parallel_config_loader.cc
   check_device_support(root, scenario);
   return scenario;
 }

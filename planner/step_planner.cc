@@ -14,6 +14,7 @@
 #include "planner/graph_runner.h"
 #include "planner/ops/graph_builder.h"
 #include "planner/optimizers.h"
+#include "planner/parallel/parallel_rank.h"
 #include "planner/schedule_writer.h"
 
 namespace oomcast::planner {
@@ -48,6 +49,8 @@ LayerGraph build_graph(const Scenario& scenario, int64_t seq_len, bool training,
   context.grad_enabled = grad_enabled;
   context.batch = scenario.batch_size;
   context.seq_len = seq_len;
+  context.cpu_kernels = scenario.device.is_cpu;
+  context.torch_version = scenario.allocator.torch_version;
   GraphBuilder builder(context);
   families::build_forward(builder, scenario.model);
   return builder.finish();
@@ -70,6 +73,10 @@ class LoopPlanner {
   PlannedTrace* out_;
   ScheduleWriter writer_;
   ModelState model_;
+  // Eval losses appended to a list that lives for the whole run (without .item()): each one,
+  // and under grad mode its whole graph, is never freed.
+  std::vector<uint32_t> eval_losses_kept_;
+  std::unique_ptr<ParallelRank> parallel_;  // one rank of a data-parallel job (planner/parallel/)
 };
 
 std::string LoopPlanner::phase_label(int64_t iteration, int64_t micro_batch, const char* phase) const {
@@ -90,6 +97,7 @@ void LoopPlanner::load_inputs(const LayerGraph& graph, std::vector<uint32_t>* sl
 }
 
 void LoopPlanner::zero_grad() {
+  if (parallel_) parallel_->zero_grad(scenario_.loop.zero_grad_set_to_none);
   if (!scenario_.loop.zero_grad_set_to_none) return;  // .grad.zero_() in place: no event
   for (int64_t& slot : model_.grad_slot) {
     if (slot >= 0) writer_.free(static_cast<uint32_t>(slot));
@@ -99,25 +107,41 @@ void LoopPlanner::zero_grad() {
 
 void LoopPlanner::evaluate(GraphRunner& runner, const LayerGraph& graph) {
   const EvalConfig& eval = scenario_.eval;
+  // Inputs the eval graph saved (conv's images, nll_loss's targets, embedding's ids): a kept
+  // graph holds them after the loop rebinds its names.
+  std::vector<uint8_t> input_saved(graph.inputs.size(), 0);
+  for (const OpNode& op : graph.ops) {
+    if (!op.records_grad_node) continue;
+    for (TensorId saved : op.saved) {
+      for (size_t i = 0; i < graph.inputs.size(); ++i) {
+        if (graph.tensors[saved].storage == graph.tensors[graph.inputs[i]].storage) input_saved[i] = 1;
+      }
+    }
+  }
   std::vector<uint32_t> inputs;
-  std::vector<std::vector<uint32_t>> kept_graphs;
+  std::vector<uint32_t> previous;  // the last batch's outputs (and graph): die on rebinding
   for (int64_t batch = 0; batch < eval.batches; ++batch) {
     writer_.set_slot_prefix("i" + std::to_string(writer_.iteration()) + ".e" + std::to_string(batch) + "/");
     load_inputs(graph, &inputs);
     runner.forward();
-    // `loss = model(X, Y)`: the previous batch's outputs (and, under grad mode, its whole
-    // graph) die on rebinding, unless the losses are summed as tensors.
-    std::vector<uint32_t> live = runner.take_all_live();
-    bool keep_all = eval.accumulate_loss_without_item && !eval.no_grad;
-    if (!keep_all && !kept_graphs.empty()) {
-      for (uint32_t slot : kept_graphs.back()) writer_.free(slot);
-      kept_graphs.pop_back();
+    // `logits, loss = model(X, Y)`: outputs the loop does not bind die now; under grad mode
+    // what the graph saved lives as long as the loss does.
+    std::vector<uint32_t> current;
+    bool loss_kept = false;
+    for (const auto& [name, slot] : runner.finish_step()) {
+      loss_kept = loss_kept || (name == "loss" && eval.accumulate_loss_without_item);
+      (name == "loss" && eval.accumulate_loss_without_item ? eval_losses_kept_ : current).push_back(slot);
     }
-    kept_graphs.push_back(std::move(live));
+    for (uint32_t slot : runner.take_all_live()) (loss_kept ? eval_losses_kept_ : current).push_back(slot);
+    if (loss_kept) {
+      std::vector<uint32_t> unsaved;
+      for (size_t i = 0; i < inputs.size(); ++i) (input_saved[i] ? eval_losses_kept_ : unsaved).push_back(inputs[i]);
+      inputs = std::move(unsaved);
+    }
+    for (uint32_t slot : previous) writer_.free(slot);
+    previous = std::move(current);
   }
-  for (const auto& kept : kept_graphs) {
-    for (uint32_t slot : kept) writer_.free(slot);
-  }
+  for (uint32_t slot : previous) writer_.free(slot);
   for (uint32_t slot : inputs) writer_.free(slot);
 }
 
@@ -132,6 +156,7 @@ void LoopPlanner::run() {
 
   LayerGraph graph = build_graph(s, seq_len, /*training=*/true, /*grad_enabled=*/true);
   out_->parameter_count = graph.parameter_count();
+  out_->parallel = summarize_parallel(s, graph);
   const families::FamilySpec* spec = families::find_family(s.model.family);
   for (const std::string& name : s.loop.caller_held_outputs) {
     if (std::find(spec->outputs.begin(), spec->outputs.end(), name) == spec->outputs.end()) {
@@ -149,7 +174,9 @@ void LoopPlanner::run() {
   writer_.set_iteration(0);
   writer_.begin_phase("setup");
   std::vector<OptimizerParameter> optimizer_params;
-  for (size_t p = 0; p < graph.parameters.size(); ++p) {
+  parallel_ = make_parallel_rank(s, graph, &writer_, &model_);
+  if (parallel_) parallel_->allocate_parameters();
+  for (size_t p = 0; p < graph.parameters.size() && !parallel_; ++p) {
     const TensorDesc& desc = graph.tensors[graph.parameters[p]];
     uint32_t name = writer_.intern(graph.names[desc.name]);
     writer_.alloc(name, desc.bytes(), TensorCategory::Parameter);
@@ -165,7 +192,13 @@ void LoopPlanner::run() {
   model_.workspace_bytes = s.device.cublas_workspace_bytes;
   model_.workspace_count = s.device.cublas_workspaces;
   OptimizerModel optimizer(s.optimizer, rules, std::move(optimizer_params), &writer_);
-  optimizer.construct();
+  optimizer.set_torch_version(s.allocator.torch_version);
+  if (parallel_) {
+    model_.hooks = parallel_.get();
+    parallel_->construct_optimizer();
+  } else {
+    optimizer.construct();
+  }
 
   GraphRunner runner(graph, std::move(order), checkpoints, &model_, &writer_, s.loop.caller_held_outputs);
   LayerGraph eval_graph;
@@ -176,8 +209,11 @@ void LoopPlanner::run() {
     eval_graph = build_graph(s, seq_len, /*training=*/false, /*grad_enabled=*/!s.eval.no_grad);
     ExecutionOrder eval_order = compute_execution_order(eval_graph);
     eval_checkpoints = plan_checkpointing(eval_graph, eval_order, CheckpointConfig{});
+    // The eval loop binds the outputs the training loop binds, and always the loss.
+    std::vector<std::string> eval_held = s.loop.caller_held_outputs;
+    if (std::find(eval_held.begin(), eval_held.end(), "loss") == eval_held.end()) eval_held.emplace_back("loss");
     eval_runner = std::make_unique<GraphRunner>(eval_graph, std::move(eval_order), eval_checkpoints, &model_, &writer_,
-                                                std::vector<std::string>{"loss", "logits"});
+                                                eval_held);
   }
 
   std::vector<uint32_t> inputs;
@@ -193,7 +229,9 @@ void LoopPlanner::run() {
       writer_.set_slot_prefix("i" + std::to_string(iteration) + ".m" + std::to_string(micro) + "/");
       writer_.begin_phase(phase_label(iteration, micro, "forward"));
       load_inputs(graph, &inputs);
+      if (parallel_) parallel_->begin_forward(/*training=*/true);
       runner.forward();
+      if (parallel_) parallel_->end_forward();
       // `logits, loss = model(X, Y)` rebinds the caller's names: last step's outputs die now
       // (a loss appended to a list without .item() never does).
       for (const auto& [name, slot] : held) {
@@ -211,7 +249,10 @@ void LoopPlanner::run() {
         scaled_loss = writer_.alloc(writer_.intern("grad_scaler.scaled_loss"), 4, TensorCategory::Activation);
       }
       writer_.begin_phase(phase_label(iteration, micro, "backward"));
+      const bool last_micro_batch = micro + 1 == s.grad_accum_steps;
+      if (parallel_) parallel_->begin_backward(last_micro_batch);
       runner.backward();
+      if (parallel_) parallel_->end_backward(last_micro_batch);
       if (scaled_loss != UINT32_MAX) writer_.free(scaled_loss);
       held = runner.finish_step();
     }
@@ -224,7 +265,11 @@ void LoopPlanner::run() {
     }
     std::vector<uint8_t> has_grad(model_.grad_slot.size());
     for (size_t p = 0; p < has_grad.size(); ++p) has_grad[p] = model_.grad_slot[p] >= 0 ? 1 : 0;
-    optimizer.step(has_grad);
+    if (parallel_) {
+      parallel_->optimizer_step();
+    } else {
+      optimizer.step(has_grad);
+    }
     for (uint32_t slot : scaler_temporaries) writer_.free(slot);
     if (!s.loop.zero_grad_before_forward) {
       writer_.begin_phase(phase_label(iteration, -1, "zero_grad"));
@@ -232,7 +277,13 @@ void LoopPlanner::run() {
     }
     if (eval_runner) {
       writer_.begin_phase(phase_label(iteration, -1, "eval"));
+      // The eval graph's ops are not the training graph's: the engine gathers its working set
+      // up front (ParallelRank::begin_forward) instead of per op.
+      model_.hooks = nullptr;
+      if (parallel_) parallel_->begin_forward(/*training=*/false);
       evaluate(*eval_runner, eval_graph);
+      if (parallel_) parallel_->end_forward();
+      model_.hooks = parallel_.get();
     }
   }
   writer_.begin_phase("end");

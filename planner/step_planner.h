@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/parallel/parallel_summary.h"
 #include "planner/scenario.h"
 #include "sim/trace.h"
 
@@ -30,6 +31,7 @@ struct PlannedTrace {
   std::vector<EventInfo> info;      // info[i] describes trace.events[i]
   std::vector<std::string> names;   // names[0] == ""
   uint64_t parameter_count = 0;
+  ParallelSummary parallel;         // data-parallel facts beyond the schedule (host RAM, offload)
 };
 
 // Builds the schedule. Throws InputError for a scenario the model family cannot honour.

@@ -161,26 +161,38 @@ def load_config(path, overrides):
     return cfg
 
 
+def _model_file(ref, base_dir):
+    """A preset name (models/NAME.yaml) or a model file path relative to the scenario."""
+    is_path = "/" in ref or ref.endswith((".yaml", ".yml", ".json"))
+    path = os.path.join(base_dir, ref) if is_path else os.path.join(REPO, "models", ref + ".yaml")
+    if not os.path.isfile(path):
+        raise ValueError(f"model {ref!r}: no such {'file' if is_path else 'preset (models/' + ref + '.yaml)'}")
+    import yaml
+    with open(path) as f:
+        doc = yaml.safe_load(f)
+    doc = doc.get("model", doc) if isinstance(doc.get("model"), dict) else doc
+    doc.setdefault("name", os.path.splitext(os.path.basename(path))[0])
+    return doc
+
+
 def resolve_model(ref, base_dir):
-    """(name, family, dims, options) from a preset name, a model YAML path or an inline dict."""
-    if isinstance(ref, str):
-        candidates = [ref, os.path.join(base_dir, ref), os.path.join(REPO, "models", ref + ".yaml"),
-                      os.path.join(REPO, "models", ref)]
-        path = next((c for c in candidates if os.path.isfile(c)), None)
-        if path is None:
-            raise ValueError(f"model {ref!r}: no preset models/{ref}.yaml and no such file")
-        import yaml
-        with open(path) as f:
-            doc = yaml.safe_load(f)
-        ref = doc.get("model", doc)
-        ref.setdefault("name", os.path.splitext(os.path.basename(path))[0])
-    model = dict(ref)
-    dims = dict(model.get("dims", {}))
-    for k, v in model.items():  # tolerate dims written at the top level of the model
+    """(name, family, dims, options) from the scenario's `model`: a preset name, a model file
+    path, or a map {preset|path, DIMENSION: int, SWITCH: value} (docs/scenario-format.md).
+    A map with `family` and `dims` (a model file written inline) is accepted too."""
+    overrides = {}
+    if isinstance(ref, dict) and ("preset" in ref or "path" in ref):
+        overrides = {k: v for k, v in ref.items() if k not in ("preset", "path")}
+        ref = ref.get("preset") or ref["path"]
+    model = _model_file(ref, base_dir) if isinstance(ref, str) else dict(ref)
+    dims = dict(model.get("dims", {}) or {})
+    options = {k: v for k, v in (model.get("options", {}) or {}).items()}
+    for k, v in overrides.items():  # integers are dimensions, anything else a switch
         if isinstance(v, int) and not isinstance(v, bool):
-            dims.setdefault(k, v)
+            dims[k] = v
+        else:
+            options[k] = v
     family = model.get("family") or model.get("name")
-    return model.get("name", family), family, dims, dict(model.get("options", {}))
+    return model.get("name", family), family, dims, options
 
 
 def _mode(value, default):
@@ -234,19 +246,28 @@ def run(cfg, hook, log):
     name, family, dims, options = resolve_model(cfg["model"], cfg["_dir"])
     batch, accum = int(cfg.get("batch_size", 1)), int(cfg.get("grad_accum_steps", 1))
     seq = int(cfg.get("seq_len") or cfg.get("image_size") or 0)
-    iters = int(cfg.get("iterations", 2))
+    iters = int(cfg.get("iterations", 3))  # the planner's default
     precision = _mode(cfg.get("precision"), "fp32")
     ckpt = _mode(cfg.get("checkpointing"), "none")
     if ckpt not in ("none", "full"):
         raise ValueError(f"checkpointing {ckpt!r}: the capture supports none and full")
-    attention = str(cfg.get("attention_backend", "eager"))
+    attention = str(cfg.get("attention", "eager"))
+    if attention != "eager":
+        # torch 1.13 has no F.scaled_dot_product_attention: every model runs eager attention
+        raise ValueError(f"attention {attention!r}: the torch 1.13 CPU capture runs only 'eager'")
+    device = _mode(cfg.get("device"), "cpu") if not isinstance(cfg.get("device"), dict) \
+        else str(cfg["device"].get("profile", "cpu"))
+    if device != "cpu":
+        raise ValueError(f"device {device!r}: a CPU capture needs a scenario with device: cpu")
     loop = cfg.get("training_loop", {}) or {}
-    set_to_none = bool(loop.get("zero_grad_set_to_none", True))
+    set_to_none = str(loop.get("zero_grad", "set_to_none")) == "set_to_none"
     zero_first = str(loop.get("zero_grad_position", "after_step")) == "before_forward"
     held = set(loop.get("caller_held_outputs", ["loss"]))
     keep_losses = bool(loop.get("keep_losses_across_iterations", False))
-    ev = cfg.get("eval", {}) or {}
-    eval_on, eval_batches = bool(ev.get("enabled", False)), int(ev.get("batches", 1))
+    ev = cfg.get("eval") or {}
+    if ev is True:
+        ev = {"enabled": True}
+    eval_on, eval_batches = bool(ev.get("enabled", True)) if ev else False, int(ev.get("batches", 1))
     eval_no_grad = bool(ev.get("no_grad", True))
     eval_keep = bool(ev.get("accumulate_loss_without_item", False))
     if precision == "amp_bf16":
@@ -267,7 +288,8 @@ def run(cfg, hook, log):
     if precision == "pure_bf16":
         model = model.to(torch.bfloat16)
     model.train()
-    opt = make_optimizer(torch, model.parameters(), cfg.get("optimizer", {}) or {})
+    opt_cfg = cfg.get("optimizer") or {}
+    opt = make_optimizer(torch, model.parameters(), {"type": opt_cfg} if isinstance(opt_cfg, str) else opt_cfg)
     nparams = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
@@ -280,7 +302,10 @@ def run(cfg, hook, log):
             for _ in range(eval_batches):
                 ex, ey = models.make_batch(family, dims, batch, seq, gen)
                 with autocast():
-                    el = model(ex, ey)[1]
+                    if "logits" in held:  # the eval loop binds what the training loop binds
+                        elogits, el = model(ex, ey)  # noqa: F841 (lives until rebound)
+                    else:
+                        el = model(ex, ey)[1]
                 eval_losses.append(el if eval_keep else el.item())
         model.train()
 
@@ -292,7 +317,7 @@ def run(cfg, hook, log):
             hook.mark(f"iter{it}/zero_grad")
             opt.zero_grad(set_to_none=set_to_none)
         for k in range(accum):
-            prefix = f"iter{it}/" if accum == 1 else f"iter{it}/micro{k}/"
+            prefix = f"iter{it}/" if accum == 1 else f"iter{it}/mb{k}/"  # the planner's labels
             hook.mark(prefix + "forward")
             x, y = models.make_batch(family, dims, batch, seq, gen)
             # the loop variables (x, y, logits, loss) live until they are rebound, as in any

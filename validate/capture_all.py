@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# capture_all.py: captures every config in validate/configs (each in its own process), keeps the
+# capture_all.py: captures every config in validate/scenarios (each in its own process), keeps the
 # traces, and prints a Markdown table of the real per-phase peaks of the last iteration and how
 # long each capture took (wall clock, and CPU seconds, which do not depend on the machine's
 # load). The planner comparison (the lead's C++ side) reads the same traces.
@@ -38,7 +38,7 @@ def main():
     ap.add_argument("configs", nargs="*")
     ap.add_argument("--out", help="directory for the traces (default: a temporary directory)")
     args = ap.parse_args()
-    configs = args.configs or sorted(glob.glob(os.path.join(HERE, "configs", "*.yaml")))
+    configs = args.configs or sorted(glob.glob(os.path.join(HERE, "scenarios", "*.yaml")))
     out = args.out or tempfile.mkdtemp(prefix="oomcast-captures-")
     os.makedirs(out, exist_ok=True)
     print("| config | setup (B) | forward peak | backward peak | optimizer peak | eval peak "

@@ -1,6 +1,6 @@
 # models.py: PyTorch implementations of the model families the planner predicts, built from the
 # same dimension names as the presets in models/*.yaml, written the way people usually write
-# them (nanoGPT GPT-2, a Hugging Face-style Llama, nn.TransformerEncoder, torchvision's ResNet
+# them (nanoGPT GPT-2, a Hugging Face-style Llama, a Hugging Face-style BERT, torchvision's ResNet
 # and ViT), so validate/capture.py can measure what PyTorch really allocates. Device-agnostic:
 # build_model(..., device="cuda") works unchanged on a GPU.
 import math
@@ -175,8 +175,7 @@ class LlamaAttention(nn.Module):
         q = self.q_proj(x).view(B, T, self.heads, self.hd).transpose(1, 2)
         k = self.k_proj(x).view(B, T, self.kv_heads, self.hd).transpose(1, 2)
         v = self.v_proj(x).view(B, T, self.kv_heads, self.hd).transpose(1, 2)
-        cos, sin = cos[:T].to(q.dtype), sin[:T].to(q.dtype)
-        q = q * cos + rotate_half(q) * sin
+        q = q * cos + rotate_half(q) * sin  # apply_rotary_pos_emb
         k = k * cos + rotate_half(k) * sin
         if self.kv_heads != self.heads:  # repeat_kv for grouped-query attention
             rep = self.heads // self.kv_heads
@@ -186,12 +185,12 @@ class LlamaAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                dropout_p=self.dropout if self.training else 0.0)
         else:
-            att = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd)
-            mask = torch.full((T, T), float("-inf"), device=x.device).triu(1)
-            att = att + mask
-            att = F.softmax(att, dim=-1, dtype=torch.float32).to(q.dtype)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hd))
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+            att = att.masked_fill(causal, float("-inf"))
+            att = F.softmax(att, dim=-1)
             att = F.dropout(att, p=self.dropout, training=self.training)
-            y = torch.matmul(att, v)
+            y = att @ v
         y = y.transpose(1, 2).contiguous().reshape(B, T, -1)
         return self.o_proj(y)
 
@@ -210,10 +209,10 @@ class LlamaMLP(nn.Module):
 class LlamaBlock(nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, dropout, attention):
         super().__init__()
-        self.input_layernorm = RMSNorm(h)
         self.self_attn = LlamaAttention(h, heads, kv_heads, dropout, attention)
-        self.post_attention_layernorm = RMSNorm(h)
         self.mlp = LlamaMLP(h, ffn)
+        self.input_layernorm = RMSNorm(h)
+        self.post_attention_layernorm = RMSNorm(h)
 
     def forward(self, x, cos, sin):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin)
@@ -222,6 +221,9 @@ class LlamaBlock(nn.Module):
 
 
 class Llama(nn.Module):
+    """Hugging Face LlamaForCausalLM's layout: rotary cos/sin computed once per forward from the
+    inv_freq buffer, logits.float() for the loss, labels shifted by padding with -100."""
+
     def __init__(self, dims, options, dropout, attention, use_checkpoint):
         super().__init__()
         h = _dim(dims, "hidden")
@@ -229,7 +231,6 @@ class Llama(nn.Module):
         kv_heads = _dim(dims, "kv_heads", default=heads)
         ffn = _dim(dims, "ffn_hidden")
         V = _dim(dims, "vocab")
-        max_pos = _dim(dims, "max_positions")
         theta = float(options.get("rope_theta", 10000.0))
         self.use_checkpoint = use_checkpoint
         self.embed_tokens = nn.Embedding(V, h)
@@ -240,56 +241,101 @@ class Llama(nn.Module):
         if _flag(options, "tied_embeddings", False):
             self.lm_head.weight = self.embed_tokens.weight
         hd = h // heads
-        inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2).float() / hd))
-        freqs = torch.outer(torch.arange(max_pos).float(), inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        self.register_buffer("cos_cached", emb.cos(), persistent=False)
-        self.register_buffer("sin_cached", emb.sin(), persistent=False)
+        self.register_buffer("inv_freq", 1.0 / (theta ** (torch.arange(0, hd, 2).float() / hd)),
+                             persistent=False)
+
+    def rotary(self, x, T):
+        with torch.autocast("cpu", enabled=False):  # HF computes the tables in fp32
+            freqs = torch.outer(torch.arange(T, device=x.device).float(), self.inv_freq)
+            emb = torch.cat((freqs, freqs), dim=-1)
+            return emb.cos()[None].to(x.dtype), emb.sin()[None].to(x.dtype)
 
     def forward(self, idx, targets=None):
         x = self.embed_tokens(idx)
-        x = run_blocks(self.layers, x, self.use_checkpoint, self.cos_cached, self.sin_cached)
+        cos, sin = self.rotary(x, idx.size(1))
+        x = run_blocks(self.layers, x, self.use_checkpoint, cos, sin)
         x = self.norm(x)
         logits = self.lm_head(x)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+            shift = F.pad(targets, (0, 1), value=-100)[..., 1:].contiguous()
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), shift.view(-1),
+                                   ignore_index=-100)
         return logits, loss
 
 
-# ---------------------------------------------------------------- encoder (nn.TransformerEncoder)
+# ---------------------------------------------------------------- encoder (HF BertModel)
 
-class Encoder(nn.Module):
-    """BERT-like: token + position embeddings, LayerNorm, nn.TransformerEncoder (post-norm,
-    GELU, batch_first), a vocabulary head trained on every token."""
+class BertSelfAttention(nn.Module):
+    def __init__(self, h, heads, dropout):
+        super().__init__()
+        self.heads, self.hd = heads, h // heads
+        self.query, self.key, self.value = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
+        self.dropout = nn.Dropout(dropout)
+
+    def split_heads(self, x):  # transpose_for_scores
+        B, T, _ = x.shape
+        return x.view(B, T, self.heads, self.hd).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        q, k, v = self.split_heads(self.query(x)), self.split_heads(self.key(x)), self.split_heads(self.value(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.hd)
+        probs = self.dropout(F.softmax(scores, dim=-1))
+        context = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous()
+        return context.view(x.shape)
+
+
+class BertLayer(nn.Module):
+    """BertLayer's post-LN order: attention, dense + dropout + residual + LayerNorm, GELU
+    intermediate, dense + dropout + residual + LayerNorm (HF's BertAttention/BertOutput)."""
+
+    def __init__(self, h, heads, ffn, dropout):
+        super().__init__()
+        self.attention = BertSelfAttention(h, heads, dropout)
+        self.attn_dense, self.attn_ln = nn.Linear(h, h), nn.LayerNorm(h, eps=1e-12)
+        self.intermediate = nn.Linear(h, ffn)
+        self.out_dense, self.out_ln = nn.Linear(ffn, h), nn.LayerNorm(h, eps=1e-12)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        a = self.attn_ln(self.dropout(self.attn_dense(self.attention(x))) + x)
+        return self.out_ln(self.dropout(self.out_dense(F.gelu(self.intermediate(a)))) + a)
+
+
+class Bert(nn.Module):
+    """BERT as Hugging Face writes BertForSequenceClassification: word + token-type + position
+    embeddings, post-LN layers, pooler (first token, dense, tanh), dropout and a classifier of
+    num_labels outputs (without num_labels the pooled features are the logits, as the planner's
+    stand-in head)."""
 
     def __init__(self, dims, options, dropout, attention, use_checkpoint):
         super().__init__()
         h = _dim(dims, "hidden")
-        V = _dim(dims, "vocab")
+        positions = _dim(dims, "max_positions", default=512)
         self.use_checkpoint = use_checkpoint
-        self.tok = nn.Embedding(V, h)
-        self.pos = nn.Embedding(_dim(dims, "max_positions"), h)
-        self.ln = nn.LayerNorm(h)
-        self.drop = nn.Dropout(dropout)
-        layer = nn.TransformerEncoderLayer(
-            d_model=h, nhead=_dim(dims, "heads"), dim_feedforward=_dim(dims, "ffn_hidden", default=4 * h),
-            dropout=dropout, activation="gelu", batch_first=True,
-            norm_first=_flag(options, "norm_first", False))
-        self.encoder = nn.TransformerEncoder(layer, num_layers=_dim(dims, "layers"))
-        self.head = nn.Linear(h, V)
+        self.word_embeddings = nn.Embedding(_dim(dims, "vocab"), h)
+        self.position_embeddings = nn.Embedding(positions, h)
+        self.token_type_embeddings = nn.Embedding(_dim(dims, "type_vocab", default=2), h)
+        self.emb_ln = nn.LayerNorm(h, eps=1e-12)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("position_ids", torch.arange(positions).expand((1, -1)))
+        self.register_buffer("token_type_ids", torch.zeros((1, positions), dtype=torch.long))
+        self.layers = nn.ModuleList([BertLayer(h, _dim(dims, "heads"), _dim(dims, "ffn_hidden"), dropout)
+                                     for _ in range(_dim(dims, "layers"))])
+        self.pooler = nn.Linear(h, h) if _flag(options, "pooler", True) else None
+        labels = _dim(dims, "num_labels", default=0)
+        self.classifier = nn.Linear(h, labels) if labels else None
 
     def forward(self, idx, targets=None):
-        pos = torch.arange(idx.size(1), device=idx.device)
-        x = self.drop(self.ln(self.tok(idx) + self.pos(pos)))
-        if self.use_checkpoint:
-            x = run_blocks(self.encoder.layers, x, True)
-        else:
-            x = self.encoder(x)
-        logits = self.head(x)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        T = idx.size(1)
+        x = self.word_embeddings(idx) + self.token_type_embeddings(self.token_type_ids[:, :T].expand(idx.shape))
+        x += self.position_embeddings(self.position_ids[:, :T])
+        x = self.dropout(self.emb_ln(x))
+        x = run_blocks(self.layers, x, self.use_checkpoint)
+        logits = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else x[:, 0]
+        if self.classifier is not None:
+            logits = self.classifier(self.dropout(logits))
+        loss = F.cross_entropy(logits, targets) if targets is not None else None
         return logits, loss
 
 
@@ -324,7 +370,7 @@ def build_resnet(dims, options, dropout, use_checkpoint):
     depth = _dim(dims, "depth", "layers", default=18)
     ctor = {18: torchvision.models.resnet18, 34: torchvision.models.resnet34,
             50: torchvision.models.resnet50, 101: torchvision.models.resnet101}[depth]
-    net = ctor(weights=None, num_classes=_dim(dims, "classes", default=1000))
+    net = ctor(weights=None, num_classes=_dim(dims, "num_classes", "classes", default=1000))
     if use_checkpoint:
         for name in ("layer1", "layer2", "layer3", "layer4"):
             stage = getattr(net, name)
@@ -335,10 +381,10 @@ def build_resnet(dims, options, dropout, use_checkpoint):
 def build_vit(dims, options, dropout, use_checkpoint):
     from torchvision.models.vision_transformer import VisionTransformer
     net = VisionTransformer(
-        image_size=_dim(dims, "image_size", default=224), patch_size=_dim(dims, "patch", default=16),
+        image_size=_dim(dims, "image_size", default=224), patch_size=_dim(dims, "patch_size", "patch", default=16),
         num_layers=_dim(dims, "layers", default=12), num_heads=_dim(dims, "heads", default=12),
         hidden_dim=_dim(dims, "hidden", default=768), mlp_dim=_dim(dims, "ffn_hidden", default=3072),
-        dropout=dropout, attention_dropout=dropout, num_classes=_dim(dims, "classes", default=1000))
+        dropout=dropout, attention_dropout=dropout, num_classes=_dim(dims, "num_classes", "classes", default=1000))
     if use_checkpoint:
         layers = net.encoder.layers
         for name, block in list(layers.named_children()):
@@ -352,12 +398,12 @@ class MLP(nn.Module):
     def __init__(self, dims, options, dropout, attention, use_checkpoint):
         super().__init__()
         h = _dim(dims, "hidden")
-        self.inputs = _dim(dims, "inputs", default=h)
+        self.inputs = _dim(dims, "input", "inputs", default=h)
         self.use_checkpoint = use_checkpoint
         self.body = nn.ModuleList([nn.Sequential(nn.Linear(self.inputs if i == 0 else h, h),
                                                  nn.ReLU(), nn.Dropout(dropout))
                                    for i in range(_dim(dims, "layers", default=2))])
-        self.head = nn.Linear(h, _dim(dims, "classes", default=10))
+        self.head = nn.Linear(h, _dim(dims, "output", "classes", default=10))
 
     def forward(self, x, targets=None):
         logits = self.head(run_blocks(self.body, x, self.use_checkpoint))
@@ -386,7 +432,7 @@ def build_model(family, dims, options=None, dropout=0.0, attention="eager",
     elif f == "vit":
         model = build_vit(dims, options, dropout, checkpointing)
     else:
-        cls = {"gpt2": GPT2, "llama": Llama, "bert": Encoder, "mlp": MLP}[f]
+        cls = {"gpt2": GPT2, "llama": Llama, "bert": Bert, "mlp": MLP}[f]
         model = cls(dims, options, dropout, attention, checkpointing)
     return model.to(device)
 
@@ -398,13 +444,17 @@ def make_batch(family, dims, batch_size, seq_len, generator, device="cpu"):
     if f in ("gpt2", "llama", "bert"):
         V = _dim(dims, "vocab", "vocab_size")
         x = torch.randint(0, V, (batch_size, seq_len), generator=generator, device=device)
+        if f == "bert":  # sequence classification: one label per sample
+            labels = _dim(dims, "num_labels", default=0) or _dim(dims, "hidden")
+            return x, torch.randint(0, labels, (batch_size,), generator=generator, device=device)
         y = torch.randint(0, V, (batch_size, seq_len), generator=generator, device=device)
         return x, y
-    classes = _dim(dims, "classes", default=1000 if f != "mlp" else 10)
     if f == "mlp":
-        x = torch.randn(batch_size, _dim(dims, "inputs", "hidden"), generator=generator, device=device)
+        x = torch.randn(batch_size, _dim(dims, "input", "inputs", "hidden"), generator=generator, device=device)
+        classes = _dim(dims, "output", "classes", default=10)
     else:
         size = seq_len or _dim(dims, "image_size", default=224)
-        x = torch.randn(batch_size, 3, size, size, generator=generator, device=device)
+        x = torch.randn(batch_size, _dim(dims, "channels", default=3), size, size, generator=generator, device=device)
+        classes = _dim(dims, "num_classes", "classes", default=1000)
     y = torch.randint(0, classes, (batch_size,), generator=generator, device=device)
     return x, y

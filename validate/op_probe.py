@@ -23,6 +23,9 @@ def probes(torch, F):
     emb = torch.nn.Embedding(V, H)
     tgt = torch.randint(0, V, (B * T,))
     idx = torch.randint(0, V, (B, T))
+    cos_t, sin_t = torch.randn(1, 1, T, H), torch.randn(1, 1, T, H)
+    images = torch.randn(B, 8, 16, 16)
+    mha = torch.nn.MultiheadAttention(H, NH, batch_first=True)
     return {
         "linear": (lambda a: lin(a), [x(B, T, H)]),
         "matmul4d": (lambda a, b: a @ b.transpose(-2, -1), [x(B, NH, T, H), x(B, NH, T, H)]),
@@ -37,6 +40,20 @@ def probes(torch, F):
         "batch_norm": (lambda a: bn(a), [x(B, 8, 16, 16)]),
         "max_pool2d": (lambda a: F.max_pool2d(a, 3, 2, 1), [x(B, 8, 16, 16)]),
         "relu_": (lambda a: F.relu(a * 1.0, inplace=True), [x(B, 8, 16, 16)]),
+        # layer_norm of a non-contiguous input (a [T, B, H] tensor seen as [B, T, H])
+        "layer_norm_noncontig": (lambda a: ln(a.transpose(0, 1)), [x(T, B, H)]),
+        # ViT's head input: x = ln(x)[:, 0] on a non-contiguous residual stream
+        "layer_norm_select": (lambda a: ln(a.transpose(0, 1))[:, 0], [x(T, B, H)]),
+        "layer_norm_select_contig": (lambda a: ln(a)[:, 0], [x(B, T, H)]),
+        # a first conv (input without grad): only the weight and bias grads
+        "conv2d_first": (lambda: conv(images), []),
+        # a slice view (rotate_half's x[..., :d/2]): slice_backward
+        "slice": (lambda a: a[..., : H // 2] * 2.0, [x(B, T, H)]),
+        # HF rotary: q * cos + rotate_half(q) * sin
+        "rotary": (lambda a: a * cos_t + torch.cat((-a[..., H // 2:], a[..., : H // 2]), dim=-1) * sin_t,
+                   [x(B, NH, T, H)]),
+        # nn.MultiheadAttention(batch_first=True) self-attention, need_weights=False (ViT)
+        "mha": (lambda a: mha(a, a, a, need_weights=False)[0], [x(B, T, H)]),
     }
 
 

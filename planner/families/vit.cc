@@ -77,8 +77,12 @@ void build_vit(GraphBuilder& g, const ModelConfig& model) {
   TensorId flat = ops::view(g, "patch_tokens", patches_out, g.tensor(patches_out).numel);
   TensorId cls = ops::view(g, "class_token_expand", class_token, static_cast<uint64_t>(batch * hidden));
   TensorId x = ops::cat(g, "cat_class_token", cls, flat);
+  // VisionTransformer.forward's local `x` holds the cat result until the encoder returns.
+  g.begin_scope();
+  g.hold(x);
   g.push_module("encoder");
   x = ops::add(g, "add_pos_embedding", x, pos_embedding);
+  g.hold(x);  // Encoder.forward's `input = input + self.pos_embedding` lives until it returns
   x = ops::dropout(g, "dropout", x);
 
   ops::AttentionShape shape;
@@ -87,32 +91,60 @@ void build_vit(GraphBuilder& g, const ModelConfig& model) {
   shape.seq = seq;
   shape.head_dim = hidden / heads;
   shape.causal = false;
+  const bool torch_1 = g.context().torch_version < 200;
+  const auto scores_numel = static_cast<uint64_t>(batch * heads * seq * seq);
+  const auto heads_numel = static_cast<uint64_t>(batch * seq * hidden);
+  // nn.MultiheadAttention(batch_first=True) returns attn_output.transpose(1, 0): the residual
+  // add that follows takes its first operand's (permuted) layout, so from the first block's
+  // attention on the residual stream is not contiguous, and every LayerNorm copies its input.
+  bool residual_permuted = false;
   for (int64_t i = 0; i < layers; ++i) {
     const VitLayer& b = blocks[static_cast<size_t>(i)];
     g.push_module("layers.encoder_layer_" + std::to_string(i));
     g.begin_unit();
     g.begin_scope();
     g.hold(x);
-    TensorId ln1 = ops::layer_norm(g, "ln_1", x, b.ln_1_w, b.ln_1_b, hidden);
+    TensorId ln1 = ops::layer_norm(g, "ln_1", x, b.ln_1_w, b.ln_1_b, hidden, residual_permuted);
     g.push_module("self_attention");
     g.begin_scope();
     g.hold(ln1);
     // batch_first: the query is transposed to [s, b, h], so linear's matmul copies it.
     TensorId proj = ops::linear(g, "in_proj", ln1, b.in_proj_w, b.in_proj_b, hidden, 3 * hidden, /*copy_input=*/true);
-    // proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
-    TensorId packed = ops::copy(g, "in_proj_packed", proj);
-    std::vector<TensorId> qkv = ops::split(g, "qkv", packed, 3);
-    TensorId attn = ops::attention(g, "attention", qkv[0], qkv[1], qkv[2], shape);
-    if (g.context().attention == AttentionImpl::Flash || g.context().attention == AttentionImpl::MemEfficient) {
-      // attn_output.permute(2, 0, 1, 3).contiguous(): [s, b, ...] order, always a copy.
-      attn = ops::copy(g, "attn_output_contiguous", attn);
+    TensorId attn = kNoTensor;
+    if (torch_1) {
+      // torch 1.13's F.multi_head_attention_forward: linear(q, w, b).chunk(3, -1), then
+      // q, k, v = x.contiguous().view(s, b * heads, d).transpose(0, 1) (three copies; proj dies
+      // after the third), q_scaled = q / sqrt(d), bmm(q_scaled, k^T), softmax, dropout,
+      // bmm(attn, v), transpose(0, 1).contiguous(). bmm saves its strided operands as they are;
+      // the q copy is a local until the function returns (validate/op_probe.py mha).
+      std::vector<TensorId> chunks = ops::split(g, "in_proj_chunk", proj, 3);
+      TensorId q = ops::copy(g, "q_contiguous", chunks[0]);
+      TensorId k = ops::copy(g, "k_contiguous", chunks[1]);
+      TensorId v = ops::copy(g, "v_contiguous", chunks[2]);
+      g.hold(q);
+      TensorId q_scaled = ops::scale(g, "q_scaled", q);
+      TensorId scores = ops::batched_matmul(g, "qk", q_scaled, k, scores_numel, false, false);
+      TensorId probabilities = ops::softmax(g, "softmax", scores);
+      probabilities = ops::dropout(g, "attn_dropout", probabilities);
+      TensorId weighted = ops::batched_matmul(g, "av", probabilities, v, heads_numel, false, false);
+      attn = ops::copy(g, "attn_output_contiguous", weighted);
+    } else {
+      // proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
+      TensorId packed = ops::copy(g, "in_proj_packed", proj);
+      std::vector<TensorId> qkv = ops::split(g, "qkv", packed, 3);
+      attn = ops::attention(g, "attention", qkv[0], qkv[1], qkv[2], shape);
+      if (g.context().attention == AttentionImpl::Flash || g.context().attention == AttentionImpl::MemEfficient) {
+        // attn_output.permute(2, 0, 1, 3).contiguous(): [s, b, ...] order, always a copy.
+        attn = ops::copy(g, "attn_output_contiguous", attn);
+      }
     }
     TensorId out = ops::linear(g, "out_proj", attn, b.out_proj_w, b.out_proj_b, hidden, hidden);
     g.end_scope();
     g.pop_module();
     out = ops::dropout(g, "dropout", out);
     TensorId x_mid = ops::add(g, "attn_residual", out, x);
-    TensorId ln2 = ops::layer_norm(g, "ln_2", x_mid, b.ln_2_w, b.ln_2_b, hidden);
+    residual_permuted = true;
+    TensorId ln2 = ops::layer_norm(g, "ln_2", x_mid, b.ln_2_w, b.ln_2_b, hidden, residual_permuted);
     g.push_module("mlp");
     TensorId h = ops::linear(g, "0", ln2, b.fc1_w, b.fc1_b, hidden, ffn);
     h = ops::gelu(g, "1", h);
@@ -125,11 +157,19 @@ void build_vit(GraphBuilder& g, const ModelConfig& model) {
     g.end_unit();
     g.pop_module();
   }
-  x = ops::layer_norm(g, "ln", x, ln_w, ln_b, hidden);
+  x = ops::layer_norm(g, "ln", x, ln_w, ln_b, hidden, residual_permuted);
   g.pop_module();
+  g.end_scope();
   // x[:, 0]: a select view; its backward zero-fills a grad of the full [b, s, h].
   TensorId first = g.view(x, "class_token_out", static_cast<uint64_t>(batch * hidden));
   OpNode& select = g.add_op(OpKind::View, "class_token_out", {x}, {first}, {GradRule::New});
+  if (torch_1) {
+    // torch 1.13's select_backward is zeros + select_scatter, which clones them: a second
+    // full-size buffer, the zeros dying inside (op_probe.py layer_norm_select_contig:
+    // bwd +zeros +grad -zeros).
+    select.backward_transients.push_back(
+        Transient{g.intern("class_token_out.select_backward_zeros"), g.tensor(x).bytes(), false});
+  }
   g.finish_op(select);
   TensorId logits = ops::linear(g, "heads.head", first, head_w, head_b, hidden, classes);
   TensorId loss = ops::cross_entropy(g, "cross_entropy", logits, labels, classes);

@@ -28,6 +28,14 @@ TensorId conv2d(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId wei
   // The cuDNN workspace (algorithm dependent) is not modelled.
   if (w_requires_grad) op.saved.push_back(x_compute);
   if (x_requires_grad) op.saved.push_back(w_compute);
+  if (g.context().cpu_kernels) {
+    // mkldnn_convolution (CPU) reorders the weight into a weight-sized copy and computes into an
+    // output-sized buffer before the output is made; both die inside the call
+    // (validate/op_probe.py conv2d: +w +out_tmp -w +out -out_tmp, in fp32 and under bf16).
+    uint64_t element = dtype_bytes(g.tensor(x_compute).dtype);
+    op.forward_transients.push_back(Transient{g.intern(name + ".mkldnn_weight"), g.tensor(w_compute).numel * element, false});
+    op.forward_transients.push_back(Transient{g.intern(name + ".mkldnn_output"), out_numel * element, false});
+  }
   g.finish_op(op);
   return out;
 }

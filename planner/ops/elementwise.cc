@@ -90,6 +90,18 @@ TensorId dropout(GraphBuilder& g, std::string_view leaf, TensorId x) {
   if (g.active_dropout() <= 0.0) return x;
   std::string name(leaf);
   uint64_t numel = g.tensor(x).numel;
+  if (g.context().cpu_kernels) {
+    // CPU has no fused native_dropout (is_fused_kernel_acceptable wants CUDA): _dropout_impl
+    // makes noise = empty_like(x).bernoulli_(1 - p).div_(1 - p) in x's dtype, then x * noise,
+    // and MulBackward saves the noise (validate/op_probe.py: 4 B/element in fp32, before the
+    // output).
+    TensorId noise = g.activation(name + ".noise", numel, g.tensor(x).dtype);
+    TensorId out = g.activation(name + ".out", numel, g.tensor(x).dtype);
+    OpNode& op = g.add_op(OpKind::Dropout, name, {x}, {noise, out}, {GradRule::New});
+    op.saved.push_back(noise);
+    g.finish_op(op);
+    return out;
+  }
   TensorId out = g.activation(name + ".out", numel, g.tensor(x).dtype);
   TensorId mask = g.activation(name + ".mask", numel, DType::Bool);
   OpNode& op = g.add_op(OpKind::Dropout, name, {x}, {out, mask}, {GradRule::New});

@@ -25,6 +25,12 @@ struct BuildContext {
   bool grad_enabled = true;   // false under torch.no_grad()
   int64_t batch = 1;
   int64_t seq_len = 1;        // image size for vision models
+  // The cpu device: PyTorch's CPU kernels, which allocate differently from CUDA's in a few
+  // ops (dropout's mask; validate/README.md lists the evidence).
+  bool cpu_kernels = false;
+  // The PyTorch release whose Python-level module code runs (allocator.torch_version, 100 *
+  // major + minor): torch 1.13's nn.MultiheadAttention and autograd formulas differ from 2.x's.
+  int torch_version = 206;
 };
 
 class GraphBuilder {

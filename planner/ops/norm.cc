@@ -5,7 +5,7 @@
 namespace oomcast::planner::ops {
 
 TensorId layer_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, TensorId bias,
-                    int64_t hidden) {
+                    int64_t hidden, bool noncontiguous_input) {
   std::string name(leaf);
   const PrecisionRules& rules = g.precision();
   TensorId input = rules.upcasts_to_fp32(g.tensor(x).dtype) ? g.cast(x, DType::Float32, name + ".input_cast") : x;
@@ -26,6 +26,14 @@ TensorId layer_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId
   if (bias != kNoTensor) op.saved.push_back(bias);
   op.saved.push_back(mean);
   op.saved.push_back(rstd);
+  if (noncontiguous_input) {
+    // layer_norm_cpu / layer_norm_cuda and their backwards: X = input.expect_contiguous(), a
+    // copy made before the outputs and freed when the kernel returns (validate/op_probe.py
+    // layer_norm_noncontig: fwd +copy +out +mean +rstd -copy; bwd +copy +dX ... -copy).
+    uint64_t bytes = numel * dtype_bytes(g.tensor(input).dtype);
+    op.forward_transients.push_back(Transient{g.intern(name + ".input_contiguous"), bytes, false});
+    op.backward_transients.push_back(Transient{g.intern(name + ".input_contiguous"), bytes, false});
+  }
   g.finish_op(op);
   return out;
 }

@@ -24,8 +24,11 @@ TensorId embedding(GraphBuilder& g, std::string_view leaf, TensorId indices, Ten
 
 // ---- norm.cc
 // nn.LayerNorm (autocast fp32 class): saves input, weight, bias, mean and rstd (fp32 [rows]).
+// `noncontiguous_input`: x is a permuted layout (ViT's residual stream after
+// nn.MultiheadAttention returns a transposed view); the kernels take `input.expect_contiguous()`,
+// an input-sized copy that dies inside the op, in forward and again in backward.
 TensorId layer_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, TensorId bias,
-                    int64_t hidden);
+                    int64_t hidden, bool noncontiguous_input = false);
 // HF LlamaRMSNorm written in Python: x.to(fp32), pow(2).mean(-1), rsqrt, mul, .to(dtype), weight *.
 TensorId rms_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, int64_t hidden);
 

@@ -1,0 +1,73 @@
+// `oomcast search SCENARIO --param batch_size|seq_len|grad_accum_steps [--margin 5%] [--max N]
+// [--set k=v]... [--fit] [--json]`: the largest value that fits with the margin left free.
+// Exit code 0 when some value fits, 1 when none does.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/input_error.h"
+#include "cli/commands.h"
+#include "planner/search.h"
+
+namespace oomcast::cli {
+
+namespace {
+
+struct SearchFlags {
+  std::string scenario;
+  std::string param = "batch_size";
+  std::string margin = "5%";
+  int64_t max_value = 0;
+  size_t jobs = 0;
+  std::vector<std::string> overrides;
+  bool fit = false;
+  bool json = false;
+};
+
+// "5%" or "0.05" -> 0.05.
+double parse_margin(const std::string& text) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  bool percent = end && *end == '%';
+  if (end == text.c_str() || (end && *end != '\0' && !(percent && end[1] == '\0'))) {
+    throw InputError(SourceLocation{}, "--margin", "--margin must be a fraction (0.05) or a percentage (5%); got '" + text + "'");
+  }
+  return percent ? value / 100.0 : value;
+}
+
+int run_search(const SearchFlags& flags) {
+  planner::SearchOptions options;
+  options.param = planner::parse_search_param(flags.param);
+  options.margin = parse_margin(flags.margin);
+  options.max_value = flags.max_value;
+  if (flags.jobs > 0) options.jobs = flags.jobs;
+  planner::ScenarioSource source = planner::ScenarioSource::file(flags.scenario, flags.overrides);
+  options.with_fit = flags.fit;
+  planner::SearchResult result = planner::search_max_fitting(source, options);
+  std::string text = flags.json ? planner::render_search_json(result) : planner::render_search_text(result);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return result.max_fitting ? 0 : 1;
+}
+
+}  // namespace
+
+void add_search_command(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<SearchFlags>();
+  CLI::App* command = app.add_subcommand(
+      "search", "the largest batch_size, seq_len or grad_accum_steps that fits with a margin left free");
+  command->add_option("scenario", flags->scenario, "scenario YAML file")->required();
+  command->add_option("--param", flags->param, "batch_size (default), seq_len (image_size) or grad_accum_steps");
+  command->add_option("--margin", flags->margin, "usable memory to leave free: 5% (default) or 0.05");
+  command->add_option("--max", flags->max_value,
+                      "largest value to try (default 65536 for batch_size, 2^20 or max_positions for seq_len, "
+                      "1024 for grad_accum_steps)");
+  command->add_option("--jobs", flags->jobs, "values simulated at once (default: every hardware thread)");
+  command->add_option("--set", flags->overrides, "override a scenario key first (repeatable)")->allow_extra_args(false);
+  command->add_flag("--fit", flags->fit, "also print the closed-form fit peak ≈ a + b·B + c·B·S + d·B·S²");
+  command->add_flag("--json", flags->json, "print JSON (max_fitting, param, margin, non_monotone, evaluated)");
+  command->callback([flags, &exit_code] { exit_code = run_search(*flags); });
+}
+
+}  // namespace oomcast::cli

@@ -1,0 +1,48 @@
+// `oomcast whatif SCENARIO [--set k=v]... [--no-fit] [--json]`: the doctor. Names the OOM
+// patterns the scenario shows and ranks simulated fixes. Exit code 0 when the scenario fits,
+// 1 when it does not (whatever the fixes say).
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "planner/whatif.h"
+
+namespace oomcast::cli {
+
+namespace {
+
+struct WhatifFlags {
+  std::string scenario;
+  std::vector<std::string> overrides;
+  size_t jobs = 0;
+  bool no_fit = false;
+  bool json = false;
+};
+
+int run_whatif(const WhatifFlags& flags) {
+  planner::DiagnoseOptions options;
+  if (flags.jobs > 0) options.jobs = flags.jobs;
+  options.with_fit = !flags.no_fit;
+  planner::Diagnosis diagnosis = planner::diagnose(planner::ScenarioSource::file(flags.scenario, flags.overrides), options);
+  std::string text = flags.json ? planner::render_whatif_json(diagnosis) : planner::render_whatif_text(diagnosis);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return diagnosis.fits ? 0 : 1;
+}
+
+}  // namespace
+
+void add_whatif_command(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<WhatifFlags>();
+  CLI::App* command = app.add_subcommand(
+      "whatif", "the doctor: which OOM patterns the scenario shows, and which simulated change saves most");
+  command->add_option("scenario", flags->scenario, "scenario YAML file")->required();
+  command->add_option("--set", flags->overrides, "override a scenario key first (repeatable)")->allow_extra_args(false);
+  command->add_option("--jobs", flags->jobs, "simulations at once (default: every hardware thread)");
+  command->add_flag("--no-fit", flags->no_fit, "skip the closed-form fit peak ≈ a + b·B + c·B·S + d·B·S²");
+  command->add_flag("--json", flags->json, "print JSON");
+  command->callback([flags, &exit_code] { exit_code = run_whatif(*flags); });
+}
+
+}  // namespace oomcast::cli

@@ -1,0 +1,349 @@
+// DeepSpeed ZeRO stages 0-3 (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py):
+// - 16-bit parameters flattened into one buffer (stages 0-2) or partitioned per parameter
+//   (stage 3; parameters under stage3_param_persistence_threshold stay whole);
+// - an fp32 master partition and the optimizer moments, created eagerly at initialize (a
+//   zero fp32 grad and one optimizer.step());
+// - stage 1/2: ipg buffers of reduce_bucket_size 16-bit elements per backward (two with
+//   overlap_comm); stage 2 copies each grad into the bucket as it is produced and keeps this
+//   rank's reduced partition in a contiguous buffer; stage 1 keeps whole grads until the
+//   accumulation boundary;
+// - stage 3: each module's parameters are all-gathered before it runs, with prefetch of
+//   stage3_prefetch_bucket_size elements (bounded by stage3_max_live_parameters), and
+//   released after it unless reused within stage3_max_reuse_distance elements of the trace;
+//   grads go through a persistent ipg bucket into a 16-bit grad partition buffer;
+// - the step casts the grad partition (per sub_group_size tile at stage 3) to fp32.
+// offload_optimizer moves masters, moments and fp32 grads to the host; offload_param moves
+// the parameter partition there.
+#include <algorithm>
+
+#include "planner/parallel/parallel_rank.h"
+#include "planner/precision.h"
+
+namespace oomcast::planner {
+
+namespace {
+
+class DeepSpeedRank : public ParallelRank {
+ public:
+  DeepSpeedRank(const Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer, ModelState* model)
+      : ParallelRank(scenario, graph, writer, model), zero_(scenario.parallel.deepspeed.zero_optimization) {
+    stage_ = zero_.stage;
+    param_bytes_ = dtype_bytes(precision_rules(scenario.precision).parameter_dtype);
+    total_ = graph.parameter_count();
+    partition_ = (total_ + world() - 1) / world();
+    offload_optimizer_ = stage_ >= 1 && zero_.offload_optimizer.device == OffloadDevice::Cpu;
+    offload_param_ = stage_ == 3 && zero_.offload_param.device == OffloadDevice::Cpu;
+    persistent_.assign(graph.parameters.size(), 0);
+    gathered_.assign(graph.parameters.size(), -1);
+    if (stage_ == 3) build_trace();
+  }
+
+  void allocate_parameters() override {
+    if (stage_ < 3) {
+      writer_->alloc(intern("deepspeed.bit16_groups_flat"), total_ * param_bytes_, TensorCategory::Parameter);
+      return;
+    }
+    uint64_t partitioned = 0;
+    for (size_t p = 0; p < graph_.parameters.size(); ++p) {
+      auto parameter = static_cast<int32_t>(p);
+      uint64_t numel = param_numel(parameter);
+      partitioned += (numel + world() - 1) / world();
+      if (numel < static_cast<uint64_t>(zero_.stage3_param_persistence_threshold)) {
+        persistent_[p] = 1;  // ds_persist: kept whole on every rank
+        writer_->alloc(intern(param_name(parameter)), numel * param_bytes_, TensorCategory::Parameter);
+      }
+    }
+    if (!offload_param_) {
+      writer_->alloc(intern("deepspeed.fp16_partitioned_groups_flat"), partitioned * param_bytes_,
+                     TensorCategory::Parameter);
+    }
+  }
+
+  void construct_optimizer() override {
+    const uint64_t elements = optimizer_elements();
+    const bool masters = stage_ >= 1 || param_bytes_ != 4;
+    // With offload_optimizer, masters, moments and fp32 grads are host memory.
+    if (masters && !offload_optimizer_) {
+      writer_->alloc(intern("deepspeed.fp32_partition"), elements * 4, TensorCategory::OptimizerState);
+    }
+    if (stage_ >= 1 && !offload_optimizer_) {
+      // initialize_optimizer_states(): a zero fp32 grad, one step to create the moments.
+      uint32_t zero_grad = writer_->alloc(intern("deepspeed.fp32_partition.grad"), elements * 4, TensorCategory::Temporary);
+      allocate_moments(elements);
+      writer_->free(zero_grad);
+    }
+    if (stage_ == 3) {
+      if (zero_.contiguous_gradients) {
+        writer_->alloc(intern("deepspeed.ipg_bucket_flat_buffer"),
+                       static_cast<uint64_t>(zero_.reduce_bucket_size) * param_bytes_, TensorCategory::Communication);
+      }
+      if (!offload_optimizer_) {
+        grad_partition_ = writer_->alloc(intern("deepspeed.grad_partitions_flat_buffer"), partition_ * param_bytes_,
+                                         TensorCategory::Gradient);
+      }
+    }
+  }
+
+  void begin_forward(bool training) override {
+    training_ = training;
+    if (stage_ != 3 || training || uses_.ops_with_params.empty()) return;
+    // Evaluation runs without per-op hooks: hold the largest module as the working set.
+    uint32_t largest = uses_.ops_with_params.front();
+    uint64_t largest_numel = 0;
+    for (uint32_t op : uses_.ops_with_params) {
+      uint64_t numel = 0;
+      for (int32_t parameter : uses_.params_of_op[op]) numel += param_numel(parameter);
+      if (numel > largest_numel) {
+        largest_numel = numel;
+        largest = op;
+      }
+    }
+    fetch(uses_.params_of_op[largest]);
+  }
+
+  void before_forward_op(uint32_t op) override {
+    if (stage_ != 3 || uses_.params_of_op[op].empty()) return;
+    fetch(uses_.params_of_op[op]);
+    if (training_) prefetch(forward_position_[op] + 1);
+  }
+
+  void after_forward_op(uint32_t op) override {
+    if (stage_ != 3 || uses_.params_of_op[op].empty()) return;
+    release(op, training_ ? forward_position_[op] : -1);
+  }
+
+  void end_forward() override {
+    if (stage_ == 3 && !training_) release_all();
+  }
+
+  void begin_backward(bool) override {
+    if (stage_ >= 1 && stage_ <= 2 && zero_.contiguous_gradients) {
+      const uint64_t bytes = static_cast<uint64_t>(zero_.reduce_bucket_size) * param_bytes_;
+      ipg_buffers_.push_back(writer_->alloc(intern("deepspeed.ipg_buffer0"), bytes, TensorCategory::Communication));
+      if (zero_.overlap_comm) {
+        ipg_buffers_.push_back(writer_->alloc(intern("deepspeed.ipg_buffer1"), bytes, TensorCategory::Communication));
+      }
+    }
+    bucket_fill_ = 0;
+  }
+
+  void before_backward_op(uint32_t op, bool recomputes_unit) override {
+    if (stage_ != 3) return;
+    if (recomputes_unit && graph_.ops[op].unit >= 0) {
+      // The checkpointed block re-runs its forward: its modules' parameters are fetched again.
+      for (uint32_t other : uses_.ops_with_params) {
+        if (graph_.ops[other].unit == graph_.ops[op].unit) fetch(uses_.params_of_op[other]);
+      }
+    }
+    if (uses_.params_of_op[op].empty()) return;
+    fetch(uses_.params_of_op[op]);
+    prefetch(backward_position_[op] + 1);
+  }
+
+  void after_backward_op(uint32_t op) override {
+    if (stage_ != 3 || uses_.params_of_op[op].empty()) return;
+    release(op, backward_position_[op]);
+  }
+
+  void parameter_grad_ready(int32_t parameter) override {
+    if (stage_ == 3) {
+      drop_grad(parameter);  // copied into the ipg bucket, reduce-scattered into the partition
+      return;
+    }
+    if (stage_ != 2) return;  // stages 0 and 1 keep the whole .grad until the boundary
+    bucket_fill_ += param_numel(parameter);
+    if (zero_.contiguous_gradients) {
+      drop_grad(parameter);
+    } else {
+      pending_.push_back(parameter);
+    }
+    if (bucket_fill_ >= static_cast<uint64_t>(zero_.reduce_bucket_size)) flush_bucket();
+  }
+
+  void end_backward(bool last_micro_batch) override {
+    if (stage_ == 2) flush_bucket();
+    for (uint32_t slot : ipg_buffers_) writer_->free(slot);
+    ipg_buffers_.clear();
+    if (stage_ == 3) release_all();
+    if (!last_micro_batch) return;
+    if (stage_ == 1) {
+      // reduce_gradients() at the accumulation boundary: this rank keeps its partition.
+      if (!offload_optimizer_ && grad_partition_ < 0) {
+        grad_partition_ = writer_->alloc(intern("deepspeed.averaged_gradients"), partition_ * param_bytes_,
+                                         TensorCategory::Gradient);
+      }
+      for (size_t p = 0; p < graph_.parameters.size(); ++p) drop_grad(static_cast<int32_t>(p));
+    } else if (stage_ == 0) {
+      // allreduce_gradients(): flattened copies of reduce_bucket_size elements at a time.
+      uint64_t chunk = std::min<uint64_t>(total_, static_cast<uint64_t>(std::max<int64_t>(1, zero_.reduce_bucket_size)));
+      if (world() > 1 && chunk > 0) {
+        uint32_t flat = writer_->alloc(intern("deepspeed.allreduce_bucket"), chunk * param_bytes_, TensorCategory::Communication);
+        writer_->free(flat);
+      }
+    }
+  }
+
+  void optimizer_step() override {
+    if (offload_optimizer_) return;  // DeepSpeedCPUAdam steps on the host
+    const uint64_t elements = optimizer_elements();
+    if (stage_ == 0 && !moments_created_) allocate_moments(elements);
+    uint64_t tile = stage_ == 3 ? std::min<uint64_t>(elements, static_cast<uint64_t>(std::max<int64_t>(1, zero_.sub_group_size)))
+                                : elements;
+    if (stage_ >= 1 || param_bytes_ != 4) {
+      uint32_t fp32_grad = writer_->alloc(intern("deepspeed.single_grad_partition_fp32"), tile * 4, TensorCategory::Temporary);
+      writer_->free(fp32_grad);
+    }
+    if (stage_ == 1 && grad_partition_ >= 0) {
+      writer_->free(static_cast<uint32_t>(grad_partition_));
+      grad_partition_ = -1;
+    }
+    for (uint32_t slot : partition_pieces_) writer_->free(slot);
+    partition_pieces_.clear();
+  }
+
+ private:
+  uint64_t optimizer_elements() const { return stage_ == 0 ? total_ : partition_; }
+
+  void allocate_moments(uint64_t elements) {
+    moments_created_ = true;
+    uint64_t moments = optimizer_moment_bytes(scenario_.optimizer);
+    if (moments == 0) return;
+    if (moments % 4 != 0) {
+      writer_->alloc(intern("deepspeed.optimizer_state"), elements * moments, TensorCategory::OptimizerState);
+      return;
+    }
+    const char* names[] = {"deepspeed.exp_avg", "deepspeed.exp_avg_sq", "deepspeed.max_exp_avg_sq"};
+    for (uint64_t i = 0; i < moments / 4; ++i) {
+      writer_->alloc(intern(names[std::min<uint64_t>(i, 2)]), elements * 4, TensorCategory::OptimizerState);
+    }
+  }
+
+  // Stage 2: the bucket is reduced; this rank's slice lands in its grad partition.
+  void flush_bucket() {
+    if (bucket_fill_ == 0 && pending_.empty()) return;
+    if (!offload_optimizer_) {
+      if (zero_.contiguous_gradients) {
+        if (grad_partition_ < 0) {
+          grad_partition_ = writer_->alloc(intern("deepspeed.grads_in_partition"), partition_ * param_bytes_,
+                                           TensorCategory::Gradient);
+        }
+      } else {
+        uint64_t piece = (bucket_fill_ + world() - 1) / world();
+        partition_pieces_.push_back(
+            writer_->alloc(intern("deepspeed.averaged_gradients"), piece * param_bytes_, TensorCategory::Gradient));
+      }
+    }
+    for (int32_t parameter : pending_) drop_grad(parameter);
+    pending_.clear();
+    bucket_fill_ = 0;
+  }
+
+  // Stage 3 trace: modules with parameters in forward order, then in backward order.
+  void build_trace() {
+    const auto& forward = uses_.ops_with_params;
+    forward_position_.assign(graph_.ops.size(), -1);
+    backward_position_.assign(graph_.ops.size(), -1);
+    trace_ = forward;
+    for (size_t i = 0; i < forward.size(); ++i) forward_position_[forward[i]] = static_cast<int32_t>(i);
+    for (size_t i = forward.size(); i-- > 0;) {
+      backward_position_[forward[i]] = static_cast<int32_t>(trace_.size());
+      trace_.push_back(forward[i]);
+    }
+  }
+
+  void gather(int32_t parameter) {
+    auto p = static_cast<size_t>(parameter);
+    if (persistent_[p] || gathered_[p] >= 0) return;
+    gathered_[p] = writer_->alloc(intern("allgather:" + param_name(parameter)), param_numel(parameter) * param_bytes_,
+                                  TensorCategory::Communication);
+    live_numel_ += param_numel(parameter);
+  }
+
+  void fetch(const std::vector<int32_t>& params) {
+    for (int32_t parameter : params) gather(parameter);
+  }
+
+  // The coordinator fetches ahead along the trace up to stage3_prefetch_bucket_size
+  // elements, never past stage3_max_live_parameters available.
+  void prefetch(int32_t from) {
+    if (from < 0) return;
+    uint64_t fetching = 0;
+    const auto bucket = static_cast<uint64_t>(zero_.stage3_prefetch_bucket_size);
+    const auto max_live = static_cast<uint64_t>(zero_.stage3_max_live_parameters);
+    for (size_t t = static_cast<size_t>(from); t < trace_.size() && fetching < bucket; ++t) {
+      for (int32_t parameter : uses_.params_of_op[trace_[t]]) {
+        auto p = static_cast<size_t>(parameter);
+        if (persistent_[p] || gathered_[p] >= 0) continue;
+        if (live_numel_ + param_numel(parameter) > max_live) return;
+        fetching += param_numel(parameter);
+        gather(parameter);
+      }
+    }
+  }
+
+  // release_sub_module(): a parameter stays gathered if the modules after `position` in the
+  // trace use it again before stage3_max_reuse_distance elements have been traversed.
+  // position -1 (evaluation) releases unconditionally.
+  void release(uint32_t op, int32_t position) {
+    for (int32_t parameter : uses_.params_of_op[op]) {
+      auto p = static_cast<size_t>(parameter);
+      if (persistent_[p] || gathered_[p] < 0) continue;
+      if (position >= 0 && reused_soon(parameter, static_cast<size_t>(position) + 1)) continue;
+      writer_->free(static_cast<uint32_t>(gathered_[p]));
+      gathered_[p] = -1;
+      live_numel_ -= param_numel(parameter);
+    }
+  }
+
+  bool reused_soon(int32_t parameter, size_t from) const {
+    uint64_t traversed = 0;
+    const auto limit = static_cast<uint64_t>(zero_.stage3_max_reuse_distance);
+    for (size_t t = from; t < trace_.size(); ++t) {
+      if (traversed >= limit) return false;
+      for (int32_t other : uses_.params_of_op[trace_[t]]) {
+        if (other == parameter) return true;
+        traversed += param_numel(other);
+      }
+    }
+    return false;
+  }
+
+  void release_all() {
+    for (size_t p = 0; p < gathered_.size(); ++p) {
+      if (gathered_[p] < 0) continue;
+      writer_->free(static_cast<uint32_t>(gathered_[p]));
+      gathered_[p] = -1;
+    }
+    live_numel_ = 0;
+  }
+
+  const ZeroConfig& zero_;
+  int stage_ = 0;
+  uint64_t param_bytes_ = 2;
+  uint64_t total_ = 0;
+  uint64_t partition_ = 0;
+  bool offload_optimizer_ = false;
+  bool offload_param_ = false;
+  bool training_ = true;
+  bool moments_created_ = false;
+  std::vector<uint8_t> persistent_;
+  std::vector<int64_t> gathered_;
+  uint64_t live_numel_ = 0;
+  std::vector<uint32_t> trace_;
+  std::vector<int32_t> forward_position_;
+  std::vector<int32_t> backward_position_;
+  std::vector<uint32_t> ipg_buffers_;
+  uint64_t bucket_fill_ = 0;
+  std::vector<int32_t> pending_;
+  std::vector<uint32_t> partition_pieces_;
+  int64_t grad_partition_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<ParallelRank> make_deepspeed_rank(const Scenario& scenario, const LayerGraph& graph,
+                                                  ScheduleWriter* writer, ModelState* model) {
+  return std::make_unique<DeepSpeedRank>(scenario, graph, writer, model);
+}
+
+}  // namespace oomcast::planner

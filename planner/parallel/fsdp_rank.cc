@@ -1,0 +1,231 @@
+// FullyShardedDataParallel (FSDP1, use_orig_params=False), one flat parameter per wrapped
+// unit (training-memory-model.md §7.4): the rank keeps its shard of each unit; a unit is
+// all-gathered (in MixedPrecision.param_dtype) before its forward and again before its
+// backward, with forward/backward prefetch of the neighbouring unit; FULL_SHARD frees it
+// after forward, SHARD_GRAD_OP keeps it until its backward is done. After a unit's backward
+// its unsharded gradient is reduce-scattered (in reduce_dtype) into the sharded .grad. The
+// root unit (parameters outside any block) is not resharded after forward.
+#include <algorithm>
+
+#include "planner/optimizers.h"
+#include "planner/parallel/parallel_rank.h"
+#include "planner/precision.h"
+
+namespace oomcast::planner {
+
+namespace {
+
+class FsdpRank : public ParallelRank {
+ public:
+  FsdpRank(const Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer, ModelState* model)
+      : ParallelRank(scenario, graph, writer, model),
+        fsdp_(scenario.parallel.fsdp),
+        groups_(unit_groups(graph, uses_, fsdp_.auto_wrap == FsdpAutoWrap::Block)) {
+    const PrecisionRules rules = precision_rules(scenario.precision);
+    const uint64_t param_bytes = dtype_bytes(rules.parameter_dtype);
+    storage_bytes_ = fsdp_.mixed_precision ? 4 : param_bytes;
+    gathered_bytes_ = fsdp_.mixed_precision ? float_dtype_bytes(fsdp_.param_dtype) : param_bytes;
+    reduce_bytes_ = fsdp_.mixed_precision ? float_dtype_bytes(fsdp_.reduce_dtype) : gathered_bytes_;
+    sharded_ = fsdp_.sharding_strategy != FsdpSharding::NoShard;
+    gathers_ = sharded_ || fsdp_.mixed_precision;
+    const size_t count = groups_.params.size();
+    gathered_.assign(count, -1);
+    grad_shard_.assign(count, -1);
+    ready_.assign(count, 0);
+    reduced_.assign(count, 0);
+    starts_at_.assign(graph.ops.size(), -1);
+    ends_at_.assign(graph.ops.size(), -1);
+    for (size_t g = 0; g < count; ++g) {
+      if (groups_.first_op[g] >= 0) starts_at_[static_cast<size_t>(groups_.first_op[g])] = static_cast<int32_t>(g);
+      if (groups_.last_op[g] >= 0) ends_at_[static_cast<size_t>(groups_.last_op[g])] = static_cast<int32_t>(g);
+    }
+  }
+
+  void allocate_parameters() override {
+    for (size_t g = 0; g < groups_.params.size(); ++g) {
+      names_.push_back(intern("fsdp." + group_label(g) + ".flat_param"));
+      if (groups_.numel[g] == 0 || fsdp_.cpu_offload) continue;  // CPUOffload: the shard lives on the host
+      writer_->alloc(names_.back(), held(g) * storage_bytes_, TensorCategory::Parameter);
+    }
+  }
+
+  void construct_optimizer() override {
+    if (fsdp_.cpu_offload) return;  // the optimizer steps the CPU shards
+    PrecisionRules rules = precision_rules(scenario_.precision);
+    if (fsdp_.mixed_precision) rules.fp32_master_weights = false;  // the fp32 shard is the master
+    std::vector<OptimizerParameter> params;
+    for (size_t g = 0; g < groups_.params.size(); ++g) {
+      DType dtype = storage_bytes_ == 4 || rules.fp32_master_weights ? DType::Float32 : rules.parameter_dtype;
+      params.push_back(OptimizerParameter{names_[g], held(g), dtype, {static_cast<int64_t>(held(g))}});
+    }
+    optimizer_ = std::make_unique<OptimizerModel>(scenario_.optimizer, rules, std::move(params), writer_);
+    optimizer_->construct();
+  }
+
+  void begin_forward(bool training) override {
+    training_ = training;
+    gather(static_cast<size_t>(groups_.root));
+    if (training) return;
+    // Evaluation runs without per-op hooks: hold the largest unit as the working set.
+    size_t largest = 0;
+    for (size_t g = 0; g < groups_.numel.size(); ++g) {
+      if (groups_.numel[g] > groups_.numel[largest]) largest = g;
+    }
+    gather(largest);
+  }
+
+  void before_forward_op(uint32_t op) override {
+    int32_t g = starts_at_[op];
+    if (g < 0) return;
+    gather(static_cast<size_t>(g));
+    if (fsdp_.forward_prefetch && g + 1 < groups_.root) gather(static_cast<size_t>(g + 1));
+  }
+
+  void after_forward_op(uint32_t op) override {
+    int32_t g = ends_at_[op];
+    if (g < 0) return;
+    if (!training_ || fsdp_.sharding_strategy == FsdpSharding::FullShard) reshard(static_cast<size_t>(g));
+  }
+
+  void end_forward() override {
+    if (training_) return;
+    for (size_t g = 0; g < gathered_.size(); ++g) reshard(g);
+  }
+
+  void begin_backward(bool) override {
+    std::fill(ready_.begin(), ready_.end(), 0);
+    std::fill(reduced_.begin(), reduced_.end(), 0);
+  }
+
+  void before_backward_op(uint32_t op, bool) override {
+    int32_t g = ends_at_[op];
+    if (g < 0) return;
+    gather(static_cast<size_t>(g));  // the pre-backward hook re-gathers a resharded unit
+    if (fsdp_.backward_prefetch == FsdpBackwardPrefetch::BackwardPre && g > 0) gather(static_cast<size_t>(g - 1));
+  }
+
+  void after_backward_op(uint32_t op) override {
+    int32_t g = starts_at_[op];
+    if (g < 0) return;
+    // BACKWARD_POST prefetches the next unit once this one's gradients are computed, before
+    // this unit is resharded.
+    if (fsdp_.backward_prefetch == FsdpBackwardPrefetch::BackwardPost && g > 0) gather(static_cast<size_t>(g - 1));
+  }
+
+  void parameter_grad_ready(int32_t parameter) override {
+    auto g = static_cast<size_t>(groups_.group_of_param[static_cast<size_t>(parameter)]);
+    if (++ready_[g] == groups_.params[g].size() && static_cast<int32_t>(g) != groups_.root) post_backward(g);
+  }
+
+  void end_backward(bool) override {
+    for (size_t g = 0; g < groups_.params.size(); ++g) post_backward(g);
+    for (size_t g = 0; g < gathered_.size(); ++g) reshard(g);
+  }
+
+  void optimizer_step() override {
+    if (!optimizer_) return;
+    std::vector<uint8_t> has_grad(groups_.params.size());
+    for (size_t g = 0; g < has_grad.size(); ++g) has_grad[g] = grad_shard_[g] >= 0 ? 1 : 0;
+    optimizer_->step(has_grad);
+  }
+
+  void zero_grad(bool set_to_none) override {
+    if (!set_to_none) return;
+    for (int64_t& slot : grad_shard_) {
+      if (slot >= 0) writer_->free(static_cast<uint32_t>(slot));
+      slot = -1;
+    }
+  }
+
+ private:
+  std::string group_label(size_t g) const {
+    return static_cast<int32_t>(g) == groups_.root ? std::string("root") : "unit" + std::to_string(g);
+  }
+  // Elements this rank holds of group g: its shard of the flat parameter padded to a
+  // multiple of the world size, or all of it with NO_SHARD.
+  uint64_t held(size_t g) const { return sharded_ ? (groups_.numel[g] + world() - 1) / world() : groups_.numel[g]; }
+  uint64_t padded(size_t g) const { return sharded_ ? held(g) * world() : groups_.numel[g]; }
+
+  void gather(size_t g) {
+    if (!gathers_ || gathered_[g] >= 0 || groups_.numel[g] == 0) return;
+    uint32_t staging = UINT32_MAX;
+    if (fsdp_.cpu_offload) {
+      staging = writer_->alloc(intern("fsdp." + group_label(g) + ".shard_h2d"), held(g) * storage_bytes_,
+                               TensorCategory::Temporary);
+    }
+    uint32_t low_precision_shard = UINT32_MAX;
+    if (fsdp_.mixed_precision && gathered_bytes_ != storage_bytes_) {
+      // _mp_shard: the local shard cast to param_dtype before the all-gather.
+      low_precision_shard = writer_->alloc(intern("fsdp." + group_label(g) + ".mp_shard"), held(g) * gathered_bytes_,
+                                           TensorCategory::Temporary);
+    }
+    gathered_[g] = writer_->alloc(intern("fsdp." + group_label(g) + ".unsharded_flat_param"), padded(g) * gathered_bytes_,
+                                  TensorCategory::Communication);
+    if (low_precision_shard != UINT32_MAX) writer_->free(low_precision_shard);
+    if (staging != UINT32_MAX) writer_->free(staging);
+  }
+
+  void reshard(size_t g) {
+    if (gathered_[g] < 0) return;
+    writer_->free(static_cast<uint32_t>(gathered_[g]));
+    gathered_[g] = -1;
+  }
+
+  // The post-backward hook: reduce-scatter the unit's unsharded gradient into the sharded
+  // .grad (accumulating across micro-batches), then reshard the unit.
+  void post_backward(size_t g) {
+    if (reduced_[g]) return;
+    reduced_[g] = 1;
+    bool any_grad = false;
+    for (int32_t parameter : groups_.params[g]) any_grad = any_grad || model_->grad_slot[static_cast<size_t>(parameter)] >= 0;
+    if (any_grad) {
+      uint32_t cast = UINT32_MAX;
+      if (reduce_bytes_ != gathered_bytes_) {
+        cast = writer_->alloc(intern("fsdp." + group_label(g) + ".unsharded_grad_reduce_dtype"), padded(g) * reduce_bytes_,
+                              TensorCategory::Temporary);
+      }
+      const bool becomes_grad = grad_shard_[g] < 0 && reduce_bytes_ == storage_bytes_ && !fsdp_.cpu_offload;
+      uint32_t output = writer_->alloc(intern("fsdp." + group_label(g) + (becomes_grad ? ".grad_shard" : ".reduce_scatter_output")),
+                                       held(g) * reduce_bytes_,
+                                       becomes_grad ? TensorCategory::Gradient : TensorCategory::Communication);
+      for (int32_t parameter : groups_.params[g]) drop_grad(parameter);
+      if (cast != UINT32_MAX) writer_->free(cast);
+      if (becomes_grad) {
+        grad_shard_[g] = output;
+      } else {
+        if (grad_shard_[g] < 0 && !fsdp_.cpu_offload) {
+          grad_shard_[g] = writer_->alloc(intern("fsdp." + group_label(g) + ".grad_shard"), held(g) * storage_bytes_,
+                                          TensorCategory::Gradient);
+        }
+        writer_->free(output);  // added into the existing shard, or copied to the host
+      }
+    }
+    if (static_cast<int32_t>(g) != groups_.root) reshard(g);
+  }
+
+  const FsdpConfig& fsdp_;
+  UnitGroups groups_;
+  uint64_t storage_bytes_ = 4;
+  uint64_t gathered_bytes_ = 4;
+  uint64_t reduce_bytes_ = 4;
+  bool sharded_ = true;
+  bool gathers_ = true;
+  bool training_ = true;
+  std::vector<uint32_t> names_;
+  std::vector<int64_t> gathered_;
+  std::vector<int64_t> grad_shard_;
+  std::vector<size_t> ready_;
+  std::vector<uint8_t> reduced_;
+  std::vector<int32_t> starts_at_;
+  std::vector<int32_t> ends_at_;
+  std::unique_ptr<OptimizerModel> optimizer_;
+};
+
+}  // namespace
+
+std::unique_ptr<ParallelRank> make_fsdp_rank(const Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer,
+                                             ModelState* model) {
+  return std::make_unique<FsdpRank>(scenario, graph, writer, model);
+}
+
+}  // namespace oomcast::planner

@@ -1,0 +1,143 @@
+// Model-state bytes per rank, engine by engine. DeepSpeed: stage_1_and_2.py / stage3.py keep
+// 16-bit params, a 16-bit grad partition, an fp32 master partition and fp32 Adam moments;
+// the step casts the grad partition to fp32. FSDP keeps flat-parameter shards in the
+// original dtype and gathers them in MixedPrecision.param_dtype.
+#include "planner/parallel/model_states.h"
+
+#include <algorithm>
+
+#include "planner/precision.h"
+
+namespace oomcast::planner {
+
+namespace {
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+ModelStateBytes deepspeed_states(const ZeroConfig& zero, uint64_t param_bytes, uint64_t moments,
+                                 const ModelSizes& sizes, uint64_t world, uint64_t gpus_per_node) {
+  const uint64_t psi = sizes.parameters;
+  const uint64_t partition = ceil_div(psi, world);
+  const uint64_t master_and_moments = 4 + moments;
+  ModelStateBytes bytes;
+  bytes.full_gradients = param_bytes * psi;
+  // Every rank builds the model in fp32 on the host before deepspeed.initialize partitions it;
+  // ZeRO-3 models are built under deepspeed.zero.Init, one module at a time.
+  bytes.host_load_peak_per_node =
+      4 * (zero.stage == 3 ? sizes.largest_layer_parameters : psi) * gpus_per_node;
+  const bool offload_optimizer = zero.offload_optimizer.device == OffloadDevice::Cpu && zero.stage >= 1;
+  const bool offload_param = zero.offload_param.device == OffloadDevice::Cpu && zero.stage == 3;
+  switch (zero.stage) {
+    case 0:
+      bytes.parameters = param_bytes * psi;
+      bytes.gradients = param_bytes * psi;
+      bytes.optimizer = (param_bytes == 4 ? 0 : 4) * psi + moments * psi;
+      bytes.step_fp32_gradients = param_bytes == 4 ? 0 : 4 * psi;
+      return bytes;
+    case 1:
+      bytes.parameters = param_bytes * psi;
+      bytes.gradients = param_bytes * psi;  // kept whole until the step reduces them
+      break;
+    case 2:
+      bytes.parameters = param_bytes * psi;
+      bytes.gradients = param_bytes * partition;
+      break;
+    default:
+      bytes.parameters = param_bytes * partition;
+      bytes.gradients = param_bytes * partition;
+      // The largest module gathered whole, and its whole gradient before reduce-scatter.
+      bytes.gathered_working_set = 2 * param_bytes * sizes.largest_layer_parameters;
+      break;
+  }
+  bytes.optimizer = master_and_moments * partition;
+  const uint64_t step_tile = zero.stage == 3 ? std::min<uint64_t>(partition, static_cast<uint64_t>(zero.sub_group_size))
+                                              : partition;
+  bytes.step_fp32_gradients = 4 * step_tile;
+  if (offload_optimizer) {
+    // ZeRO-Offload: master, moments and the fp32 grads live on the host; the GPU's grad
+    // partition is replaced by copies into the host buffer bucket by bucket.
+    bytes.host_per_rank += (master_and_moments + 4) * partition;
+    bytes.optimizer = 0;
+    bytes.step_fp32_gradients = 0;
+    if (zero.stage >= 2) bytes.gradients = 0;
+  }
+  if (offload_param) {
+    bytes.host_per_rank += param_bytes * partition;
+    bytes.parameters = 0;
+  }
+  return bytes;
+}
+
+ModelStateBytes fsdp_states(const FsdpConfig& fsdp, uint64_t storage_bytes, uint64_t gathered_bytes,
+                            bool master_copies, uint64_t moments, const ModelSizes& sizes, uint64_t world,
+                            uint64_t gpus_per_node) {
+  const uint64_t psi = sizes.parameters;
+  const bool sharded = fsdp.sharding_strategy != FsdpSharding::NoShard;
+  const uint64_t held = sharded ? ceil_div(psi, world) : psi;
+  ModelStateBytes bytes;
+  bytes.parameters = storage_bytes * held;
+  bytes.gradients = storage_bytes * held;
+  bytes.full_gradients = gathered_bytes * psi;
+  bytes.optimizer = ((master_copies ? 4 : 0) + moments) * held;
+  bytes.host_load_peak_per_node = 4 * psi * gpus_per_node;
+  if (fsdp.sharding_strategy == FsdpSharding::FullShard) {
+    bytes.gathered_working_set = 2 * gathered_bytes * sizes.largest_unit_parameters;
+  } else if (fsdp.sharding_strategy == FsdpSharding::ShardGradOp) {
+    // Unsharded from forward until each unit's backward: the whole model at the turn.
+    bytes.gathered_working_set = gathered_bytes * psi + gathered_bytes * sizes.largest_unit_parameters;
+  }
+  if (fsdp.cpu_offload) {
+    // CPUOffload(offload_params=True): shards, sharded grads and the optimizer step on the host.
+    bytes.host_per_rank = bytes.parameters + bytes.gradients + bytes.optimizer;
+    bytes.parameters = bytes.gradients = bytes.optimizer = 0;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+uint64_t optimizer_moment_bytes(const OptimizerConfig& optimizer) {
+  switch (optimizer.type) {
+    case OptimizerType::Adam:
+    case OptimizerType::AdamW: return optimizer.amsgrad ? 12 : 8;
+    case OptimizerType::Sgd: return optimizer.momentum > 0.0 ? 4 : 0;
+    case OptimizerType::AdamW8bit: return 2;   // one byte per moment; block scales are ~1.6%
+    case OptimizerType::Adafactor: return 0;   // factored row/column statistics: negligible per element
+  }
+  return 8;
+}
+
+ModelStateBytes model_state_bytes(const ParallelConfig& parallel, Precision precision, const OptimizerConfig& optimizer,
+                                  const ModelSizes& sizes) {
+  const PrecisionRules rules = precision_rules(precision);
+  const uint64_t param_bytes = dtype_bytes(rules.parameter_dtype);
+  const uint64_t moments = optimizer_moment_bytes(optimizer);
+  const auto world = static_cast<uint64_t>(std::max<int64_t>(1, parallel.world_size));
+  const auto gpus_per_node = static_cast<uint64_t>(std::max<int64_t>(1, parallel.gpus_per_node));
+  switch (parallel.engine) {
+    case ParallelEngine::DeepSpeed:
+      return deepspeed_states(parallel.deepspeed.zero_optimization, param_bytes, moments, sizes, world, gpus_per_node);
+    case ParallelEngine::Fsdp: {
+      const FsdpConfig& fsdp = parallel.fsdp;
+      uint64_t storage = fsdp.mixed_precision ? 4 : param_bytes;
+      uint64_t gathered = fsdp.mixed_precision ? float_dtype_bytes(fsdp.param_dtype) : param_bytes;
+      bool masters = !fsdp.mixed_precision && rules.fp32_master_weights;
+      return fsdp_states(fsdp, storage, gathered, masters, moments, sizes, world, gpus_per_node);
+    }
+    case ParallelEngine::Ddp:
+    case ParallelEngine::None: {
+      ModelStateBytes bytes;
+      const uint64_t psi = sizes.parameters;
+      bytes.parameters = param_bytes * psi;
+      bytes.gradients = param_bytes * psi;
+      bytes.full_gradients = param_bytes * psi;
+      bytes.optimizer = ((rules.fp32_master_weights ? 4 : 0) + moments) * psi;
+      bytes.step_fp32_gradients = rules.fp32_master_weights ? 4 * psi : 0;
+      bytes.host_load_peak_per_node = 4 * psi * gpus_per_node;
+      return bytes;
+    }
+  }
+  return {};
+}
+
+}  // namespace oomcast::planner

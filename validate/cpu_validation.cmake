@@ -1,0 +1,19 @@
+# The CPU validation tests: one per scenario in validate/scenarios/, each capturing the
+# scenario with real PyTorch (validate/capture.py) and comparing it with the planner
+# (`oomcast compare`). Skipped (exit 77) where /usr/bin/python3 has no torch.
+set(OOMCAST_VALIDATION_TOLERANCE "3%" CACHE STRING "largest per-phase error of the CPU validation, of the real peak")
+file(GLOB OOMCAST_VALIDATION_SCENARIOS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/validate/scenarios/*.yaml)
+foreach(scenario ${OOMCAST_VALIDATION_SCENARIOS})
+  get_filename_component(name ${scenario} NAME_WE)
+  # A scenario with a known, documented gap says `# validation-tolerance: N%` on a line of its own.
+  set(tolerance ${OOMCAST_VALIDATION_TOLERANCE})
+  file(STRINGS ${scenario} own_tolerance REGEX "^# validation-tolerance: [0-9.]+%")
+  if(own_tolerance)
+    string(REGEX REPLACE "^# validation-tolerance: ([0-9.]+%).*" "\\1" tolerance "${own_tolerance}")
+  endif()
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${scenario})
+  add_test(NAME cpu_validation.${name}
+           COMMAND sh ${PROJECT_SOURCE_DIR}/validate/check_scenario.sh $<TARGET_FILE:oomcast> ${scenario}
+                   ${PROJECT_BINARY_DIR}/cpu_validation ${tolerance})
+  set_tests_properties(cpu_validation.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS cpu_validation)
+endforeach()
