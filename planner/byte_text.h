@@ -1,5 +1,5 @@
-// Human sizes for the search, sweep and what-if reports ("12.40 GiB", "852.53 MiB"), in the
-// same units and precision as the plan report.
+// Human sizes for every report ("12.40 GiB", "852.53 MiB", "512 bytes"): the largest unit
+// that keeps the number at or above 1, two decimals.
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "planner/byte_text.h"
 #include "planner/parallel/parallel_report.h"
 #include "planner/scenario_loader.h"
 
@@ -20,13 +21,6 @@ constexpr double kGiB = kMiB * 1024.0;
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / kGiB); }
 std::string mib(double bytes) { return fmt::format("{:.2f} MiB", bytes / kMiB); }
-// The largest unit that keeps the number at or above 1, so small entries stay readable.
-std::string size_text(double bytes) {
-  if (bytes >= kGiB) return gib(bytes);
-  if (bytes >= kMiB) return mib(bytes);
-  if (bytes >= 1024.0) return fmt::format("{:.2f} KiB", bytes / 1024.0);
-  return fmt::format("{} bytes", static_cast<uint64_t>(bytes));
-}
 
 std::string where_text(const ScheduleLocation& where) {
   std::string text = fmt::format("iteration {}", where.iteration);
@@ -106,7 +100,7 @@ std::string breakdown_text(const Prediction& prediction) {
   std::string text = "breakdown at the peak:\n";
   double total = std::max<double>(1.0, static_cast<double>(prediction.peak_allocated_bytes));
   for (const auto& [name, bytes] : rows) {
-    text += fmt::format("  {:<20} {:>12}  {:>5.1f}%\n", name, size_text(static_cast<double>(bytes)),
+    text += fmt::format("  {:<20} {:>12}  {:>5.1f}%\n", name, byte_text(static_cast<double>(bytes)),
                         100.0 * static_cast<double>(bytes) / total);
   }
   return text;
@@ -124,7 +118,7 @@ std::string verdict_line(const Prediction& prediction) {
                        s.device.display_name, where_text(prediction.oom_at));
   }
   if (s.device.is_cpu && prediction.usable_bytes >= (1ull << 59)) {
-    return fmt::format("fits (cpu, no capacity set): peak {} of live tensors", size_text(peak_reserved));
+    return fmt::format("fits (cpu, no capacity set): peak {} of live tensors", byte_text(peak_reserved));
   }
   return fmt::format("fits with {} to spare (peak reserved {} of {} usable on {})",
                      gib(static_cast<double>(prediction.spare_bytes())), gib(peak_reserved), gib(usable),
@@ -135,15 +129,15 @@ std::string render_text(const Prediction& prediction) {
   std::string text = header(prediction) + parallel_text(prediction);
   text += "\n" + verdict_line(prediction) + "\n\n";
   text += phase_table(prediction);
-  text += fmt::format("\npeak: {} allocated at {}\n", size_text(static_cast<double>(prediction.peak_allocated_bytes)),
+  text += fmt::format("\npeak: {} allocated at {}\n", byte_text(static_cast<double>(prediction.peak_allocated_bytes)),
                       where_text(prediction.peak_at));
   text += breakdown_text(prediction);
   if (!prediction.exact_accounting) {
     text += fmt::format("fragmentation at the peak: reserved - allocated = {} (free pieces of split blocks: {}); "
                         "peak reserved {}\n",
-                        size_text(static_cast<double>(prediction.fragmentation_bytes())),
-                        size_text(static_cast<double>(prediction.inactive_split_at_peak_bytes)),
-                        size_text(static_cast<double>(prediction.peak_reserved_bytes)));
+                        byte_text(static_cast<double>(prediction.fragmentation_bytes())),
+                        byte_text(static_cast<double>(prediction.inactive_split_at_peak_bytes)),
+                        byte_text(static_cast<double>(prediction.peak_reserved_bytes)));
   }
   if (!prediction.fits) {
     const char* type = prediction.exact_accounting ? "RuntimeError" : "torch.OutOfMemoryError";
