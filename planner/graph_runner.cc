@@ -11,6 +11,13 @@
 namespace oomcast::planner {
 
 namespace {
+// torch.get_rng_state(): the CPU generator's state (mt19937 and the normal-sampling cache) as a
+// uint8 tensor; 5,056 B in the captures (validate/ vit-tiny-amp-ckpt: one per checkpointed block).
+constexpr uint64_t kCpuRngStateBytes = 5056;
+}  // namespace
+
+
+namespace {
 constexpr uint32_t kNoSlot = UINT32_MAX;
 }
 
@@ -136,6 +143,11 @@ void GraphRunner::run_forward_op(uint32_t op_index, int32_t position) {
   if (op.unit >= 0 && checkpoints_.unit_checkpointed[static_cast<size_t>(op.unit)] &&
       position == checkpoints_.unit_first_position[static_cast<size_t>(op.unit)]) {
     for (TensorId tensor : unit_external_kept_[static_cast<size_t>(op.unit)]) acquire(tensor);
+    // torch.utils.checkpoint (preserve_rng_state=True, every device) keeps
+    // ctx.fwd_cpu_state = torch.get_rng_state(), the CPU generator's state, as a plain ctx
+    // attribute: it lives as long as the graph (the caller's loss), not until the backward.
+    rng_state_slots_.push_back(writer_->alloc(writer_->intern("checkpoint.fwd_cpu_state"), kCpuRngStateBytes,
+                                              TensorCategory::Activation));
   }
   std::vector<uint32_t>& transients = transient_slots_;
   transients.clear();
@@ -160,15 +172,32 @@ void GraphRunner::run_forward_op(uint32_t op_index, int32_t position) {
 
 void GraphRunner::forward() {
   grad_mode_run_ = true;
+  rng_state_slots_.clear();
   for (uint32_t position = 0; position < order_.order.size(); ++position) {
     if (model_->hooks) model_->hooks->before_forward_op(order_.order[position]);
     run_forward_op(order_.order[position], static_cast<int32_t>(position));
     if (model_->hooks) model_->hooks->after_forward_op(order_.order[position]);
   }
+  // The caller drops the outputs it does not bind (`loss = model(x, y)[1]`) as the forward
+  // returns; what their grad nodes saved stays (capture llama-tiny-sgd-dropout: the logits
+  // are freed right after the loss, before backward).
+  dropped_.assign(graph_.tensors.size(), 0);
+  for (const auto& [output_name, tensor] : graph_.named_outputs) {
+    if (caller_keeps_[tensor] || tensor == graph_.loss) continue;
+    TensorId storage = graph_.tensors[tensor].storage;
+    if (!is_tracked(storage) || slot_[storage] == kNoSlot) continue;
+    release(tensor);
+    dropped_[tensor] = 1;
+  }
 }
 
 void GraphRunner::recompute_unit(size_t unit) {
   unit_recomputed_[unit] = 1;
+  // CheckpointFunction.backward recomputes inside torch.random.fork_rng, which keeps a copy of
+  // the current CPU RNG state until the recomputed forward returns.
+  writer_->set_op(writer_->intern("checkpoint.fork_rng"));
+  uint32_t fork_state = writer_->alloc(writer_->intern("checkpoint.fork_rng_state"), kCpuRngStateBytes,
+                                       TensorCategory::Temporary);
   std::vector<TensorId> release_at_end;
   auto first = static_cast<uint32_t>(checkpoints_.unit_first_position[unit]);
   auto stop = checkpoints_.unit_recompute_stop[unit];
@@ -218,6 +247,7 @@ void GraphRunner::recompute_unit(size_t unit) {
   }
   // Selective checkpointing: SAC's cache entries are consumed by the recompute.
   for (TensorId tensor : unit_internal_kept_[unit]) release(tensor);
+  writer_->free(fork_state);
 }
 
 uint32_t GraphRunner::grad_name(TensorId tensor) {
@@ -364,6 +394,7 @@ std::vector<std::pair<std::string, uint32_t>> GraphRunner::finish_step() {
   for (const auto& [output_name, tensor] : graph_.named_outputs) {
     TensorId storage = graph_.tensors[tensor].storage;
     if (!is_tracked(storage) || slot_[storage] == kNoSlot) continue;
+    if (tensor < dropped_.size() && dropped_[tensor]) continue;
     if (caller_keeps_[tensor] && refs_[storage] == 1) {
       kept.emplace_back(output_name, slot_[storage]);
       slot_[storage] = kNoSlot;
@@ -373,6 +404,16 @@ std::vector<std::pair<std::string, uint32_t>> GraphRunner::finish_step() {
     }
   }
   if (graph_.loss != kNoTensor && graph_.named_outputs.count("loss") == 0) release(graph_.loss);
+  // The checkpoints' RNG states live with the graph: as long as the caller keeps the loss.
+  bool loss_kept = std::any_of(kept.begin(), kept.end(), [](const auto& entry) { return entry.first == "loss"; });
+  for (uint32_t slot : rng_state_slots_) {
+    if (loss_kept) {
+      kept.emplace_back("loss", slot);
+    } else {
+      writer_->free(slot);
+    }
+  }
+  rng_state_slots_.clear();
   return kept;
 }
 

@@ -80,6 +80,8 @@ class GraphRunner {
 
   std::vector<std::vector<TensorId>> release_at_;   // per position: program references that end there
   std::vector<uint8_t> held_;                       // per tensor: kept by the caller past its last use
+  std::vector<uint32_t> rng_state_slots_;           // checkpoint ctx.fwd_cpu_state of this forward
+  std::vector<uint8_t> dropped_;                    // per tensor: an output the caller dropped as forward returned
   std::vector<uint8_t> caller_keeps_;               // per tensor: still kept after the step
   std::vector<int32_t> parameter_uses_;             // per parameter: backward nodes delivering to it
   std::vector<std::vector<TensorId>> unit_external_kept_;

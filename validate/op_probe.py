@@ -29,6 +29,9 @@ def probes(torch, F):
     return {
         "linear": (lambda a: lin(a), [x(B, T, H)]),
         "matmul4d": (lambda a, b: a @ b.transpose(-2, -1), [x(B, NH, T, H), x(B, NH, T, H)]),
+        # q @ kᵀ with a contiguous k (repeat_kv's reshape output): no copy of kᵀ
+        "matmul4d_contig": (lambda a, b: a.transpose(1, 2) @ b.transpose(-2, -1),
+                            [x(B, T, NH, H), x(B, NH, T, H)]),
         "softmax": (lambda a: F.softmax(a, dim=-1), [x(B, NH, T, T)]),
         "layer_norm": (lambda a: ln(a), [x(B, T, H)]),
         "gelu": (lambda a: F.gelu(a), [x(B, T, H)]),
@@ -52,6 +55,9 @@ def probes(torch, F):
         # HF rotary: q * cos + rotate_half(q) * sin
         "rotary": (lambda a: a * cos_t + torch.cat((-a[..., H // 2:], a[..., : H // 2]), dim=-1) * sin_t,
                    [x(B, NH, T, H)]),
+        # HF LlamaRMSNorm's variance: pow(2) then mean(-1, keepdim=True)
+        "pow_mean": (lambda a: a.pow(2).mean(-1, keepdim=True), [x(B, T, H)]),
+        "rmsnorm": (lambda a: a * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + 1e-6), [x(B, T, H)]),
         # nn.MultiheadAttention(batch_first=True) self-attention, need_weights=False (ViT)
         "mha": (lambda a: mha(a, a, a, need_weights=False)[0], [x(B, T, H)]),
     }

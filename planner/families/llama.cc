@@ -89,14 +89,32 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
     TensorId q = ops::linear(g, "q_proj", normed, b.q_proj, kNoTensor, hidden, heads * head_dim);
     TensorId k = ops::linear(g, "k_proj", normed, b.k_proj, kNoTensor, hidden, kv_heads * head_dim);
     TensorId v = ops::linear(g, "v_proj", normed, b.v_proj, kNoTensor, hidden, kv_heads * head_dim);
+    // q = q * cos + rotate_half(q) * sin: the local `q` (the projection's view) is rebound
+    // only when the rotary's sum exists, so the projection lives through its rotary (capture
+    // llama-tiny-sgd-dropout: q_proj.out is freed after the rotary's add).
+    g.begin_scope();
+    g.hold(q);
     TensorId q_rot = ops::rotary(g, "q_rotary", q, cos, sin);
+    g.end_scope();
+    g.begin_scope();
+    g.hold(k);
     TensorId k_rot = ops::rotary(g, "k_rotary", k, cos, sin);
+    g.end_scope();
+    ops::AttentionShape layer_shape = shape;
     if (kv_heads != heads) {
-      // repeat_kv: expand + reshape makes contiguous copies with all query heads.
+      // repeat_kv: expand + reshape makes contiguous copies with all query heads; matmul
+      // then views them as 3-D without another copy.
       k_rot = ops::expand_copy(g, "repeat_k", k_rot, q_numel);
       v = ops::expand_copy(g, "repeat_v", v, q_numel);
+      layer_shape.k_contiguous = true;
+      layer_shape.v_contiguous = true;
     }
-    TensorId attn = ops::attention(g, "attention", q_rot, k_rot, v, shape);
+    // The locals q, k, v hold their last values until forward returns (matmul saves its
+    // contiguous copies, not them).
+    g.hold(q_rot);
+    g.hold(k_rot);
+    g.hold(v);
+    TensorId attn = ops::attention(g, "attention", q_rot, k_rot, v, layer_shape);
     TensorId o = ops::linear(g, "o_proj", attn, b.o_proj, kNoTensor, heads * head_dim, hidden);
     g.end_scope();
     g.pop_module();

@@ -54,7 +54,7 @@ TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, T
                          const AttentionShape& shape) {
   uint64_t scores_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.seq);
   uint64_t out_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.head_dim);
-  TensorId scores = bmm(g, name + ".qk", q, k, scores_numel, true, true, true);
+  TensorId scores = bmm(g, name + ".qk", q, k, scores_numel, true, !shape.k_contiguous, true);
   TensorId att = scale(g, name + ".scale", scores);
   if (shape.causal) {
     // bias[:, :, :T, :T] == 0 builds a bool mask per call; masked_fill saves it.
@@ -70,7 +70,7 @@ TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, T
   TensorId probabilities = softmax(g, name + ".softmax", att);
   TensorId dropped = dropout(g, name + ".attn_dropout", probabilities);
   g.hold(dropped);  // `att` is a local of forward(): it lives until the module returns
-  TensorId y = bmm(g, name + ".av", dropped, v, out_numel, false, true, true);
+  TensorId y = bmm(g, name + ".av", dropped, v, out_numel, false, !shape.v_contiguous, true);
   return copy(g, name + ".transpose_contiguous", y);
 }
 

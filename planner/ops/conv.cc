@@ -24,10 +24,16 @@ TensorId conv2d(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId wei
   bool x_requires_grad = g.tensor(x_compute).requires_grad;
   bool w_requires_grad = g.tensor(w_compute).requires_grad;
   OpNode& op = g.add_op(OpKind::Conv, name, std::move(inputs), {out}, std::move(grads));
-  // convolution_backward needs the input for grad_weight and the weight for grad_input.
+  // convolution_backward needs the input for grad_weight and the weight for grad_input, but its
+  // derivative is one formula for (input, weight, bias), so ConvolutionBackward0 saves both
+  // whenever any of them needs a grad: a first conv (input without grad) under autocast keeps
+  // its low-precision weight cast until its backward (validate/op_probe.py --bf16
+  // conv2d_first: the weight cast a1 is freed in the backward).
   // The cuDNN workspace (algorithm dependent) is not modelled.
-  if (w_requires_grad) op.saved.push_back(x_compute);
-  if (x_requires_grad) op.saved.push_back(w_compute);
+  if (w_requires_grad || x_requires_grad) {
+    op.saved.push_back(x_compute);
+    op.saved.push_back(w_compute);
+  }
   if (g.context().cpu_kernels) {
     // mkldnn_convolution (CPU) reorders the weight into a weight-sized copy and computes into an
     // output-sized buffer before the output is made; both die inside the call

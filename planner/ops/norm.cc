@@ -52,6 +52,11 @@ TensorId rms_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId w
   g.finish_op(pow_op);
   TensorId variance = g.activation(name + ".variance", rows, DType::Float32);
   OpNode& mean_op = g.add_op(OpKind::Mean, name + ".mean", {squared}, {variance}, {GradRule::New});
+  // torch < 2.0: MeanBackward1 saves `self` (its formula takes self.numel(), which the 1.13
+  // codegen cannot save as a size), so the squared input lives until the backward; 2.x saves
+  // only sym_sizes/sym_numel. Probe (validate/op_probe.py pow_mean, torch 1.13): the pow
+  // output a0 is freed in the backward, after the mean's grad.
+  if (g.context().torch_version < 200) mean_op.saved = {squared};
   g.finish_op(mean_op);
   // rsqrt(variance + eps): the add makes a small tensor, rsqrt saves its result.
   TensorId shifted = g.activation(name + ".variance_eps", rows, DType::Float32);

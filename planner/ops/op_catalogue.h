@@ -74,6 +74,11 @@ struct AttentionShape {
   int64_t head_dim = 1;
   bool causal = true;
   TensorId causal_mask_buffer = kNoTensor;  // nanoGPT's registered `bias` (eager only)
+  // k / v already laid out contiguously as [b, heads, s, d] (repeat_kv's expand + reshape
+  // copies): the eager path's matmul views kᵀ and v as 3-D without a copy and bmm saves them
+  // as they are (validate/op_probe.py matmul4d_contig).
+  bool k_contiguous = false;
+  bool v_contiguous = false;
 };
 // Scaled dot-product attention of q, k, v ([b, heads, s, d] views) with the scenario's
 // implementation (eager as nanoGPT writes it, SDPA math, flash, memory-efficient). Returns
