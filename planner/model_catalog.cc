@@ -132,6 +132,14 @@ int64_t json_required(const nlohmann::json& config, const char* key, const std::
   return config[key].get<int64_t>();
 }
 
+// The dimensions every HF transformer config (llama, mistral, bert, vit) names the same way.
+void read_encoder_dims(const nlohmann::json& config, const std::string& path, ModelConfig& model) {
+  model.dims["layers"] = json_required(config, "num_hidden_layers", path);
+  model.dims["hidden"] = json_required(config, "hidden_size", path);
+  model.dims["heads"] = json_required(config, "num_attention_heads", path);
+  model.dims["ffn_hidden"] = json_required(config, "intermediate_size", path);
+}
+
 ModelConfig load_hf_config(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(SourceLocation{path, 0, 0, -1}, "", "cannot read config.json");
@@ -157,30 +165,21 @@ ModelConfig load_hf_config(const std::string& path) {
     model.options["tied_embeddings"] = config.value("tie_word_embeddings", true) ? "true" : "false";
   } else if (type == "llama" || type == "mistral") {
     model.family = "llama";
-    model.dims["layers"] = json_required(config, "num_hidden_layers", path);
-    model.dims["hidden"] = json_required(config, "hidden_size", path);
-    model.dims["heads"] = json_required(config, "num_attention_heads", path);
+    read_encoder_dims(config, path, model);
     model.dims["kv_heads"] = json_int(config, "num_key_value_heads", model.dims["heads"]);
-    model.dims["ffn_hidden"] = json_required(config, "intermediate_size", path);
     model.dims["vocab"] = json_required(config, "vocab_size", path);
     model.dims["max_positions"] = json_int(config, "max_position_embeddings", 4096);
     model.options["tied_embeddings"] = config.value("tie_word_embeddings", false) ? "true" : "false";
   } else if (type == "bert") {
     model.family = "bert";
-    model.dims["layers"] = json_required(config, "num_hidden_layers", path);
-    model.dims["hidden"] = json_required(config, "hidden_size", path);
-    model.dims["heads"] = json_required(config, "num_attention_heads", path);
-    model.dims["ffn_hidden"] = json_required(config, "intermediate_size", path);
+    read_encoder_dims(config, path, model);
     model.dims["vocab"] = json_required(config, "vocab_size", path);
     model.dims["max_positions"] = json_int(config, "max_position_embeddings", 512);
     model.dims["type_vocab"] = json_int(config, "type_vocab_size", 2);
   } else if (type == "vit") {
     // HF ViT differs from torchvision's layout (separate q/k/v, a pooler); counted as torchvision.
     model.family = "vit";
-    model.dims["layers"] = json_required(config, "num_hidden_layers", path);
-    model.dims["hidden"] = json_required(config, "hidden_size", path);
-    model.dims["heads"] = json_required(config, "num_attention_heads", path);
-    model.dims["ffn_hidden"] = json_required(config, "intermediate_size", path);
+    read_encoder_dims(config, path, model);
     model.dims["image_size"] = json_int(config, "image_size", 224);
     model.dims["patch_size"] = json_int(config, "patch_size", 16);
     model.dims["channels"] = json_int(config, "num_channels", 3);

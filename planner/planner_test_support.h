@@ -3,14 +3,26 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "base/input_error.h"
 #include "planner/model_catalog.h"
 #include "planner/step_planner.h"
 
 namespace oomcast::planner::testing {
+
+// What `action` throws as an InputError, or "no error".
+inline std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "no error";
+}
 
 // A CPU scenario (no workspaces) for `model_name` with the given precision and attention.
 inline Scenario cpu_scenario(const std::string& model_name, int64_t batch, int64_t seq_len,

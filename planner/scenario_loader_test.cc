@@ -7,18 +7,12 @@
 #include <catch2/catch.hpp>
 
 #include "base/input_error.h"
+#include "planner/planner_test_support.h"
 
 namespace oomcast::planner {
 namespace {
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 Scenario load(const std::string& text, const std::vector<std::string>& overrides = {}) {
   return load_scenario_text(text, "s.yaml", overrides);

@@ -4,17 +4,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "planner/planner_test_support.h"
+
 namespace oomcast::planner {
 namespace {
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 const char* kOptimizerDoc = R"(batch_size: 8
 optimizer:
