@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "planner/predict.h"
-#include "planner/scenario_loader.h"
+#include "advisor/predict.h"
+#include "scenario/scenario_loader.h"
 #include "planner/step_planner.h"
 #include "sim/replay.h"
 

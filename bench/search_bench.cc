@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "planner/search.h"
-#include "planner/sweep.h"
+#include "advisor/search.h"
+#include "advisor/sweep.h"
 
 using namespace oomcast;
 

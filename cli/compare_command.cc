@@ -11,8 +11,8 @@
 
 #include "base/input_error.h"
 #include "cli/commands.h"
-#include "planner/compare.h"
-#include "planner/scenario_loader.h"
+#include "advisor/compare.h"
+#include "scenario/scenario_loader.h"
 #include "planner/step_planner.h"
 #include "sim/trace_io.h"
 

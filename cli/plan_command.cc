@@ -8,9 +8,9 @@
 
 #include "base/input_error.h"
 #include "cli/commands.h"
-#include "planner/predict.h"
-#include "planner/report.h"
-#include "planner/scenario_loader.h"
+#include "advisor/predict.h"
+#include "advisor/report.h"
+#include "scenario/scenario_loader.h"
 #include "planner/step_planner.h"
 #include "sim/trace_io.h"
 
@@ -49,7 +49,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   command->add_option("--set", flags->overrides,
                       "override a scenario key: --set batch_size=32 --set model.layers=4 (repeatable)")
       ->allow_extra_args(false);
-  command->add_flag("--json", flags->json, "print JSON (keys in DESIGN.md) instead of text");
+  command->add_flag("--json", flags->json, "print JSON (keys in docs/usage.md) instead of text");
   command->add_option("--emit-trace", flags->emit_trace,
                       "also write the planned allocation schedule as a trace (docs/trace-format.md)");
   command->callback([flags, &exit_code] { exit_code = run_plan(*flags); });

@@ -187,7 +187,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   command->add_option("--alloc-conf", flags->alloc_conf,
                       "PYTORCH_CUDA_ALLOC_CONF to simulate (snapshots default to their recorded settings)")
       ->each([flags](const std::string&) { flags->alloc_conf_given = true; });
-  command->add_flag("--json", flags->json, "print JSON (keys in DESIGN.md) instead of text");
+  command->add_flag("--json", flags->json, "print JSON (keys in docs/usage.md) instead of text");
   command->add_option("--device-memory", flags->device_memory,
                       "GPU memory for traces, e.g. 80GiB (default: unlimited, so no OOM)");
   command->add_option("--context-memory", flags->context_memory,

@@ -9,7 +9,7 @@
 
 #include "base/input_error.h"
 #include "cli/commands.h"
-#include "planner/search.h"
+#include "advisor/search.h"
 
 namespace oomcast::cli {
 

@@ -10,7 +10,7 @@
 
 #include "base/input_error.h"
 #include "cli/commands.h"
-#include "planner/sweep.h"
+#include "advisor/sweep.h"
 
 namespace oomcast::cli {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "planner/whatif.h"
+#include "advisor/whatif.h"
 
 namespace oomcast::cli {
 

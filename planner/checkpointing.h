@@ -1,4 +1,4 @@
-// Activation checkpointing (training-memory-model.md §5): which blocks are checkpointed,
+// Activation checkpointing (../shared/docs/training-memory-model.md §5): which blocks are checkpointed,
 // which saved tensors their forward drops, which ops backward recomputes (and how far), and
 // what the checkpoint itself keeps alive (the block inputs; SAC's cached outputs).
 #pragma once
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "planner/layer_graph.h"
-#include "planner/scenario.h"
+#include "scenario/scenario.h"
 
 namespace oomcast::planner {
 

@@ -1,5 +1,5 @@
 // GraphRunner: reference counting of storages and gradients over one forward/backward.
-// The rules are training-memory-model.md §1: saved tensors die after their node's backward,
+// The rules are ../shared/docs/training-memory-model.md §1: saved tensors die after their node's backward,
 // Python references at the last use (or scope end), gradients are summed in place, .grad
 // steals the first incoming buffer and accumulates in place afterwards.
 #include "planner/graph_runner.h"

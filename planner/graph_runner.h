@@ -11,6 +11,8 @@
 
 #include "planner/checkpointing.h"
 #include "planner/layer_graph.h"
+// The runner calls out through RunnerHooks (an interface it owns the shape of) so that the
+// data-parallel engines in parallel/ join the forward and backward without the runner knowing them.
 #include "planner/parallel/runner_hooks.h"
 #include "planner/schedule_writer.h"
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "planner/precision.h"
+#include "scenario/op_kind.h"
 
 namespace oomcast::planner {
 
@@ -43,15 +44,6 @@ struct Transient {
   bool after_outputs = false;  // allocated after the op's outputs (else before them)
 };
 
-enum class OpKind : uint8_t {
-  Linear, Matmul, Attention, Conv, Embedding, LayerNorm, BatchNorm, Softmax, LogSoftmax,
-  NllLoss, Dropout, Gelu, Silu, Relu, Tanh, Add, Mul, Pow, Mean, Rsqrt, Neg, Cat, MaskedFill,
-  Cast, Copy, View, Split, Pool, Compare, Constant, ScopeEnd,
-};
-const char* op_kind_name(OpKind kind);
-// Parses the names used by checkpointing.recompute_ops ("attention", "gelu", ...); false if unknown.
-bool parse_op_kind(const std::string& text, OpKind* kind);
-std::vector<std::string> op_kind_names();
 
 struct OpNode {
   OpKind kind = OpKind::View;

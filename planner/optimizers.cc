@@ -1,4 +1,4 @@
-// Optimizer state and step temporaries, per training-memory-model.md §6.
+// Optimizer state and step temporaries, per ../shared/docs/training-memory-model.md §6.
 #include "planner/optimizers.h"
 
 namespace oomcast::planner {

@@ -1,4 +1,4 @@
-// Optimizer steps (training-memory-model.md §6): lazily created state (SGD momentum, Adam(W)
+// Optimizer steps (../shared/docs/training-memory-model.md §6): lazily created state (SGD momentum, Adam(W)
 // exp_avg/exp_avg_sq [+max_exp_avg_sq], Adafactor factored variances, bitsandbytes 8-bit
 // AdamW), the temporaries each implementation makes (single-tensor, foreach, fused), and
 // fp32 master weights for pure_bf16.
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "planner/precision.h"
-#include "planner/scenario.h"
+#include "scenario/scenario.h"
 #include "planner/schedule_writer.h"
 
 namespace oomcast::planner {

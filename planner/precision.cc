@@ -1,4 +1,4 @@
-// Dtype sizes and the per-regime rules of training-memory-model.md §3.1-3.3.
+// Dtype sizes and the per-regime rules of ../shared/docs/training-memory-model.md §3.1-3.3.
 #include "planner/precision.h"
 
 namespace oomcast::planner {

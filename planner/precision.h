@@ -1,10 +1,10 @@
-// Tensor dtypes and the precision regimes of training-memory-model.md §3: which dtype the
+// Tensor dtypes and the precision regimes of ../shared/docs/training-memory-model.md §3: which dtype the
 // parameters, activations and matmuls use, and whether autocast (with its weight cache) is on.
 #pragma once
 
 #include <cstdint>
 
-#include "planner/scenario.h"
+#include "scenario/scenario.h"
 
 namespace oomcast::planner {
 

@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "planner/step_planner.h"
+#include "planner/planned_trace.h"
 
 namespace oomcast::planner {
 

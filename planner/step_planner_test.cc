@@ -278,7 +278,7 @@ TEST_CASE("llama-2-70b plans three iterations into a valid schedule", "[planner]
   CHECK(planned.parameter_count == 68976648192ull);
 }
 
-TEST_CASE("GPT-2 small peaks agree with the hand-derived totals of training-memory-model.md 11.6",
+TEST_CASE("GPT-2 small peaks agree with the hand-derived totals of ../shared/docs/training-memory-model.md 11.6",
           "[planner][schedule][gpt2]") {
   // §11.6 (b=8, s=1024, dropout 0.1, fused AdamW, steady state): A fp32 eager 24.06 GB,
   // B bf16 autocast eager 18.94 GB, C bf16 autocast flash 10.42 GB, D fp32 mem-efficient

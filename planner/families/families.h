@@ -7,38 +7,17 @@
 #include <vector>
 
 #include "planner/ops/graph_builder.h"
-#include "planner/scenario.h"
+#include "scenario/model_families.h"
+#include "scenario/scenario.h"
 
 namespace oomcast::planner::families {
 
-struct DimSpec {
-  const char* name;
-  int64_t default_value;  // 0: required
-  const char* meaning;
-};
-
-struct FamilySpec {
-  const char* name;
-  std::vector<DimSpec> dims;
-  std::vector<std::string> options;  // accepted option keys
-  std::vector<std::string> outputs;  // names the training loop may hold ("loss", "logits")
-};
-
-const std::vector<FamilySpec>& family_specs();
-// Returns nullptr when `name` is not a family.
-const FamilySpec* find_family(const std::string& name);
-
-// The dimension `name` of `model`, or the family default; throws InputError when missing.
-int64_t dim(const ModelConfig& model, const std::string& name);
-bool option_enabled(const ModelConfig& model, const std::string& name, bool default_value);
-
-// The sequence length (image size for vision) used when a scenario gives none.
-int64_t default_sequence_length(const ModelConfig& model);
-// True for families whose inputs are images (seq_len means image size).
-bool is_vision(const ModelConfig& model);
-
 // Writes the model's parameters, buffers, inputs, forward and loss into `builder`.
 void build_forward(GraphBuilder& builder, const ModelConfig& model);
+
+// The model's parameter count (tied weights counted once), as
+// sum(p.numel() for p in model.parameters()) would report it: the family expanded at batch 1.
+uint64_t parameter_count(const ModelConfig& model);
 
 void build_gpt2(GraphBuilder& builder, const ModelConfig& model);
 void build_llama(GraphBuilder& builder, const ModelConfig& model);

@@ -1,5 +1,5 @@
-// The table of model families, the dimensions each one reads, and the dispatch to the
-// family builders.
+// The dispatch from a model family name to its builder, and parameter counts from the
+// family expansion.
 #include <stdexcept>
 
 #include "base/edit_distance.h"
@@ -7,105 +7,6 @@
 #include "planner/families/families.h"
 
 namespace oomcast::planner::families {
-
-const std::vector<FamilySpec>& family_specs() {
-  static const std::vector<FamilySpec> specs = {
-      {"gpt2",
-       {{"layers", 0, "transformer blocks"},
-        {"hidden", 0, "model width (n_embd)"},
-        {"heads", 0, "attention heads"},
-        {"vocab", 0, "vocabulary size"},
-        {"max_positions", 0, "learned position table size (block_size)"},
-        {"ffn_hidden", -1, "MLP width; default 4*hidden"}},
-       {"tied_embeddings", "bias"},
-       {"loss", "logits"}},
-      {"llama",
-       {{"layers", 0, "decoder layers"},
-        {"hidden", 0, "model width"},
-        {"heads", 0, "query heads"},
-        {"kv_heads", -1, "key/value heads (GQA); default heads"},
-        {"ffn_hidden", 0, "SwiGLU width (intermediate_size)"},
-        {"vocab", 0, "vocabulary size"},
-        {"max_positions", 4096, "max_position_embeddings"}},
-       {"tied_embeddings"},
-       {"loss", "logits"}},
-      {"bert",
-       {{"layers", 0, "encoder layers"},
-        {"hidden", 0, "model width"},
-        {"heads", 0, "attention heads"},
-        {"ffn_hidden", 0, "intermediate size"},
-        {"vocab", 0, "vocabulary size"},
-        {"max_positions", 512, "position table size"},
-        {"type_vocab", 2, "token type table size"},
-        {"num_labels", -2, "classifier labels; absent = BertModel without a head"}},
-       {"pooler"},
-       {"loss", "logits"}},
-      {"vit",
-       {{"layers", 0, "encoder layers"},
-        {"hidden", 0, "model width"},
-        {"heads", 0, "attention heads"},
-        {"ffn_hidden", 0, "MLP width"},
-        {"image_size", 224, "input image side"},
-        {"patch_size", 16, "patch side"},
-        {"channels", 3, "input channels"},
-        {"num_classes", 1000, "classifier outputs"}},
-       {},
-       {"loss", "logits"}},
-      {"resnet",
-       {{"depth", 0, "18, 34, 50, 101 or 152"},
-        {"num_classes", 1000, "classifier outputs"},
-        {"image_size", 224, "default input image side"},
-        {"channels", 3, "input channels"}},
-       {},
-       {"loss", "logits"}},
-      {"mlp",
-       {{"input", 0, "input features"},
-        {"hidden", 0, "hidden width"},
-        {"layers", 1, "hidden layers (Linear + ReLU each)"},
-        {"output", 0, "output classes"}},
-       {"bias"},
-       {"loss", "logits"}},
-  };
-  return specs;
-}
-
-const FamilySpec* find_family(const std::string& name) {
-  for (const auto& spec : family_specs()) {
-    if (name == spec.name) return &spec;
-  }
-  return nullptr;
-}
-
-int64_t dim(const ModelConfig& model, const std::string& name) {
-  auto found = model.dims.find(name);
-  if (found != model.dims.end()) return found->second;
-  if (const FamilySpec* spec = find_family(model.family)) {
-    for (const auto& entry : spec->dims) {
-      if (name != entry.name) continue;
-      if (entry.default_value > 0) return entry.default_value;
-      if (entry.default_value < 0) {
-        if (name == "ffn_hidden") return 4 * dim(model, "hidden");
-        if (name == "kv_heads") return dim(model, "heads");
-      }
-    }
-  }
-  throw InputError(SourceLocation{model.source, 0, 0, -1}, name,
-                   "model '" + model.name + "' (family " + model.family + ") needs dimension '" + name + "'");
-}
-
-bool option_enabled(const ModelConfig& model, const std::string& name, bool default_value) {
-  auto found = model.options.find(name);
-  if (found == model.options.end()) return default_value;
-  return found->second == "true" || found->second == "1" || found->second == "yes";
-}
-
-bool is_vision(const ModelConfig& model) { return model.family == "vit" || model.family == "resnet"; }
-
-int64_t default_sequence_length(const ModelConfig& model) {
-  if (is_vision(model)) return dim(model, "image_size");
-  if (model.family == "mlp") return 1;
-  return dim(model, "max_positions");
-}
 
 void build_forward(GraphBuilder& builder, const ModelConfig& model) {
   if (model.family == "gpt2") return build_gpt2(builder, model);
@@ -118,6 +19,17 @@ void build_forward(GraphBuilder& builder, const ModelConfig& model) {
   for (const auto& spec : family_specs()) names.emplace_back(spec.name);
   throw InputError(SourceLocation{model.source, 0, 0, -1}, "family",
                    "unknown model family '" + model.family + "'" + did_you_mean(model.family, names));
+}
+
+uint64_t parameter_count(const ModelConfig& model) {
+  BuildContext context;
+  context.precision = precision_rules(Precision::Fp32);
+  context.attention = AttentionImpl::SdpaMath;
+  context.batch = 1;
+  context.seq_len = default_sequence_length(model);
+  GraphBuilder builder(context);
+  build_forward(builder, model);
+  return builder.finish().parameter_count();
 }
 
 }  // namespace oomcast::planner::families

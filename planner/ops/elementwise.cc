@@ -1,5 +1,5 @@
 // Elementwise ops: activations (gelu, silu, tanh, relu), add, mul, scale, dropout, softmax
-// and history-free constants. Rows of training-memory-model.md §2.1 and §2.4.
+// and history-free constants. Rows of ../shared/docs/training-memory-model.md §2.1 and §2.4.
 #include "planner/ops/op_catalogue.h"
 
 namespace oomcast::planner::ops {

@@ -12,7 +12,7 @@
 
 #include "planner/layer_graph.h"
 #include "planner/precision.h"
-#include "planner/scenario.h"
+#include "scenario/scenario.h"
 
 namespace oomcast::planner {
 
@@ -77,7 +77,7 @@ class GraphBuilder {
   void end_unit();
 
   // The autocast cast of a parameter to the low dtype, made once per forward and kept by
-  // the cache until the forward's autocast context exits (training-memory-model.md §3.1).
+  // the cache until the forward's autocast context exits (../shared/docs/training-memory-model.md §3.1).
   TensorId autocast_weight(TensorId parameter);
   // Casts a tensor to `dtype` (a new tensor and a ToCopyBackward node); returns it unchanged
   // when it already has that dtype.

@@ -1,4 +1,4 @@
-// F.cross_entropy = _log_softmax + nll_loss_forward (training-memory-model.md §2.2).
+// F.cross_entropy = _log_softmax + nll_loss_forward (../shared/docs/training-memory-model.md §2.2).
 // Autocast puts log_softmax in the fp32 set-dtype list: bf16 logits get an fp32 copy first,
 // fp16 logits use the half_to_float kernel; the saved log-probabilities are fp32 either way.
 #include "planner/ops/op_catalogue.h"

@@ -1,6 +1,6 @@
 // The op catalogue: one function per PyTorch op (or fixed op sequence) that appends it to a
 // GraphBuilder with its outputs, forward transients, what autograd saves (guards applied),
-// how backward allocates, and its autocast class (training-memory-model.md §2-3).
+// how backward allocates, and its autocast class (../shared/docs/training-memory-model.md §2-3).
 // Sizes are element counts; dtypes follow the inputs and the precision regime.
 #pragma once
 

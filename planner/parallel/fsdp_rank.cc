@@ -1,5 +1,5 @@
 // FullyShardedDataParallel (FSDP1, use_orig_params=False), one flat parameter per wrapped
-// unit (training-memory-model.md §7.4): the rank keeps its shard of each unit; a unit is
+// unit (../shared/docs/training-memory-model.md §7.4): the rank keeps its shard of each unit; a unit is
 // all-gathered (in MixedPrecision.param_dtype) before its forward and again before its
 // backward, with forward/backward prefetch of the neighbouring unit; FULL_SHARD frees it
 // after forward, SHARD_GRAD_OP keeps it until its backward is done. After a unit's backward

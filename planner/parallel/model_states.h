@@ -1,12 +1,12 @@
 // Per-rank model-state bytes of a data-parallel job (parameters, gradients, optimizer states,
 // the gathered working set, and host memory under offload), from the engine's partitioning
-// rules (training-memory-model.md §7). The schedule allocates the same pieces; tests compare
+// rules (../shared/docs/training-memory-model.md §7). The schedule allocates the same pieces; tests compare
 // these figures with DeepSpeed's estimators and the ZeRO paper.
 #pragma once
 
 #include <cstdint>
 
-#include "planner/scenario.h"
+#include "scenario/scenario.h"
 
 namespace oomcast::planner {
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "planner/parallel/parallel_summary.h"
-#include "planner/scenario.h"
+#include "scenario/scenario.h"
 
 namespace oomcast::planner {
 

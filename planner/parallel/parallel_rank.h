@@ -14,7 +14,7 @@
 #include "planner/parallel/parallel_summary.h"
 #include "planner/parallel/parameter_groups.h"
 #include "planner/parallel/runner_hooks.h"
-#include "planner/scenario.h"
+#include "scenario/scenario.h"
 #include "planner/schedule_writer.h"
 
 namespace oomcast::planner {

@@ -1,0 +1,89 @@
+// predict(): scenario -> allocation schedule -> allocator replay -> the answer a user wants:
+// does it fit, how close to the edge, where is the peak and what is live there. What every
+// front end (CLI, search, tests) calls; report.h renders the result.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scenario/scenario.h"
+#include "planner/step_planner.h"
+#include "sim/trace.h"
+
+namespace oomcast::planner {
+
+inline constexpr size_t kNumTensorCategories = static_cast<size_t>(TensorCategory::Communication) + 1;
+
+// Where in the schedule an event happened, by name.
+struct ScheduleLocation {
+  size_t event_index = 0;
+  int32_t iteration = 0;
+  std::string phase;
+  std::string op;
+  std::string tensor;
+  TensorCategory category = TensorCategory::Activation;
+};
+
+// The allocator's state at one phase mark of the schedule.
+struct PhaseRow {
+  std::string name;              // the mark's label
+  int32_t iteration = 0;
+  sim::Bytes allocated_bytes = 0;
+  sim::Bytes reserved_bytes = 0;
+  sim::Bytes peak_allocated_bytes = 0;  // highest allocated since the previous mark
+  sim::Bytes peak_reserved_bytes = 0;
+};
+
+struct Prediction {
+  Scenario scenario;
+  uint64_t parameters = 0;
+  size_t events = 0;
+  // True for the cpu device: every block is exactly its request and reserved == allocated
+  // (live tensor bytes counted from the trace, no caching allocator).
+  bool exact_accounting = false;
+
+  sim::Bytes device_total_bytes = 0;   // cudaMemGetInfo total
+  sim::Bytes usable_bytes = 0;         // what the allocator can reserve: total - context -
+                                       // other processes, capped by memory_fraction
+
+  // The whole step's demand. When the device is too small these come from a second replay on
+  // an unbounded device, so they say how much the step needs, not where it died.
+  sim::Bytes peak_allocated_bytes = 0;
+  sim::Bytes peak_reserved_bytes = 0;
+  ScheduleLocation peak_at;            // the event that set the allocated peak
+  // Live bytes per category at that event (requested sizes), plus what the allocator's
+  // rounding adds on top; together they sum to peak_allocated_bytes.
+  std::array<sim::Bytes, kNumTensorCategories> breakdown{};
+  sim::Bytes rounding_bytes = 0;
+  sim::Bytes reserved_at_peak_bytes = 0;       // reserved when allocated peaked
+  sim::Bytes inactive_split_at_peak_bytes = 0; // free pieces of split blocks at that moment
+  std::vector<PhaseRow> phases;
+
+  bool fits = true;
+  std::string oom_message;             // PyTorch's exact text; empty when it fits
+  ScheduleLocation oom_at;             // the allocation that failed
+  sim::Bytes oom_requested_bytes = 0;
+  // Data-parallel jobs: per-rank model states, host RAM of offloaded states (host_bytes),
+  // NCCL buffers, offload cost and warnings about unmodelled keys (planner/parallel/).
+  ParallelSummary parallel;
+
+  // usable - peak reserved; negative when it does not fit.
+  int64_t spare_bytes() const {
+    return static_cast<int64_t>(usable_bytes) - static_cast<int64_t>(peak_reserved_bytes);
+  }
+  // reserved - allocated at the allocated peak.
+  sim::Bytes fragmentation_bytes() const {
+    return reserved_at_peak_bytes > peak_allocated_bytes ? reserved_at_peak_bytes - peak_allocated_bytes : 0;
+  }
+};
+
+// Plans the scenario's steps and replays them on its device. Throws InputError for a scenario
+// the model family cannot honour.
+Prediction predict(const Scenario& scenario);
+
+// The same for a schedule already planned (search and what-if loops reuse one plan).
+Prediction predict_planned(const Scenario& scenario, const PlannedTrace& planned);
+
+}  // namespace oomcast::planner

@@ -1,0 +1,196 @@
+// Text and JSON renderings of a Prediction. Sizes in prose use GiB/MiB with two decimals; the
+// phase table uses MiB like PyTorch memory trackers do; JSON carries exact bytes.
+#include "advisor/report.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "advisor/byte_text.h"
+#include "advisor/parallel_report.h"
+#include "scenario/scenario_loader.h"
+
+namespace oomcast::planner {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = kMiB * 1024.0;
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / kGiB); }
+std::string mib(double bytes) { return fmt::format("{:.2f} MiB", bytes / kMiB); }
+
+std::string where_text(const ScheduleLocation& where) {
+  std::string text = fmt::format("iteration {}", where.iteration);
+  if (!where.phase.empty()) text += ", phase " + where.phase;
+  if (!where.op.empty()) text += ", op " + where.op;
+  if (!where.tensor.empty()) text += ", tensor " + where.tensor;
+  return text;
+}
+
+std::string with_thousands(uint64_t value) {
+  std::string digits = std::to_string(value);
+  std::string result;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) result += ',';
+    result += digits[i];
+  }
+  return result;
+}
+
+std::string header(const Prediction& prediction) {
+  const Scenario& s = prediction.scenario;
+  std::string text;
+  text += fmt::format("scenario  {}\n", s.source_path);
+  text += fmt::format("model     {} ({} family, {} parameters)\n", s.model.name, s.model.family,
+                      with_thousands(prediction.parameters));
+  bool has_attention = s.model.family != "resnet" && s.model.family != "mlp";
+  text += fmt::format("batch     {} x {} {}, grad_accum {}, {}{}, dropout {}\n", s.batch_size,
+                      s.model.family == "vit" || s.model.family == "resnet" ? "image_size" : "seq_len", s.seq_len,
+                      s.grad_accum_steps, precision_name(s.precision),
+                      has_attention ? fmt::format(", {} attention", attention_name(s.attention)) : "", s.dropout);
+  std::string checkpointing = checkpoint_mode_name(s.checkpointing.mode);
+  if (s.checkpointing.mode == CheckpointMode::EveryN) checkpointing += fmt::format(" ({})", s.checkpointing.every_n);
+  text += fmt::format("training  {} ({}), checkpointing {}, zero_grad {}, {} iterations{}\n",
+                      optimizer_type_name(s.optimizer.type), optimizer_impl_name(s.optimizer.impl), checkpointing,
+                      s.loop.zero_grad_set_to_none ? "set_to_none" : "zero", s.iterations,
+                      s.eval.enabled ? fmt::format(", eval {} batch(es){}", s.eval.batches,
+                                                   s.eval.no_grad ? "" : " with grad")
+                                     : "");
+  if (s.device.is_cpu) {
+    text += "device    cpu: exact accounting (every block is its request; no cache, no CUDA context)\n";
+  } else {
+    text += fmt::format("device    {}: {} total, {} CUDA context, {} usable{}\n", s.device.display_name,
+                        gib(static_cast<double>(prediction.device_total_bytes)),
+                        mib(static_cast<double>(s.device.model.context_bytes)),
+                        gib(static_cast<double>(prediction.usable_bytes)),
+                        s.allocator.source_text.empty() ? "" : "; PYTORCH_CUDA_ALLOC_CONF=" + s.allocator.source_text);
+  }
+  return text;
+}
+
+std::string phase_table(const Prediction& prediction) {
+  if (prediction.phases.empty()) return "";
+  size_t width = 10;
+  for (const auto& row : prediction.phases) width = std::max(width, std::min<size_t>(row.name.size(), 48));
+  std::string text = fmt::format("{:<{}}  {:>14}  {:>10}  {:>13}  {:>10}\n", "checkpoint", width,
+                                 "allocated MiB", "delta", "reserved MiB", "peak MiB");
+  double previous = 0.0;
+  for (const auto& row : prediction.phases) {
+    double allocated = static_cast<double>(row.allocated_bytes) / kMiB;
+    text += fmt::format("{:<{}}  {:>14.1f}  {:>+10.1f}  {:>13.1f}  {:>10.1f}\n", row.name, width, allocated,
+                        allocated - previous, static_cast<double>(row.reserved_bytes) / kMiB,
+                        static_cast<double>(row.peak_allocated_bytes) / kMiB);
+    previous = allocated;
+  }
+  return text;
+}
+
+std::string breakdown_text(const Prediction& prediction) {
+  std::vector<std::pair<std::string, sim::Bytes>> rows;
+  for (size_t i = 0; i < kNumTensorCategories; ++i) {
+    if (prediction.breakdown[i] > 0) {
+      rows.emplace_back(category_name(static_cast<TensorCategory>(i)), prediction.breakdown[i]);
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (prediction.rounding_bytes > 0) rows.emplace_back("allocator rounding", prediction.rounding_bytes);
+  std::string text = "breakdown at the peak:\n";
+  double total = std::max<double>(1.0, static_cast<double>(prediction.peak_allocated_bytes));
+  for (const auto& [name, bytes] : rows) {
+    text += fmt::format("  {:<20} {:>12}  {:>5.1f}%\n", name, byte_text(static_cast<double>(bytes)),
+                        100.0 * static_cast<double>(bytes) / total);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string verdict_line(const Prediction& prediction) {
+  const Scenario& s = prediction.scenario;
+  double peak_reserved = static_cast<double>(prediction.peak_reserved_bytes);
+  double usable = static_cast<double>(prediction.usable_bytes);
+  if (!prediction.fits) {
+    return fmt::format("OOM: the step needs {} {} but {} is usable on {}; the first failed allocation is at {}",
+                       gib(peak_reserved), prediction.exact_accounting ? "of live tensors" : "reserved", gib(usable),
+                       s.device.display_name, where_text(prediction.oom_at));
+  }
+  if (s.device.is_cpu && prediction.usable_bytes >= (1ull << 59)) {
+    return fmt::format("fits (cpu, no capacity set): peak {} of live tensors", byte_text(peak_reserved));
+  }
+  return fmt::format("fits with {} to spare (peak reserved {} of {} usable on {})",
+                     gib(static_cast<double>(prediction.spare_bytes())), gib(peak_reserved), gib(usable),
+                     s.device.display_name);
+}
+
+std::string render_text(const Prediction& prediction) {
+  std::string text = header(prediction) + parallel_text(prediction);
+  text += "\n" + verdict_line(prediction) + "\n\n";
+  text += phase_table(prediction);
+  text += fmt::format("\npeak: {} allocated at {}\n", byte_text(static_cast<double>(prediction.peak_allocated_bytes)),
+                      where_text(prediction.peak_at));
+  text += breakdown_text(prediction);
+  if (!prediction.exact_accounting) {
+    text += fmt::format("fragmentation at the peak: reserved - allocated = {} (free pieces of split blocks: {}); "
+                        "peak reserved {}\n",
+                        byte_text(static_cast<double>(prediction.fragmentation_bytes())),
+                        byte_text(static_cast<double>(prediction.inactive_split_at_peak_bytes)),
+                        byte_text(static_cast<double>(prediction.peak_reserved_bytes)));
+  }
+  if (!prediction.fits) {
+    const char* type = prediction.exact_accounting ? "RuntimeError" : "torch.OutOfMemoryError";
+    text += fmt::format("\nPyTorch would raise, at {}:\n{}: {}\n", where_text(prediction.oom_at), type,
+                        prediction.oom_message);
+  }
+  return text;
+}
+
+std::string render_json(const Prediction& prediction) {
+  using Json = nlohmann::ordered_json;
+  const Scenario& s = prediction.scenario;
+  auto location = [](const ScheduleLocation& where) {
+    return Json{{"iteration", where.iteration}, {"phase", where.phase}, {"op", where.op},
+                {"tensor", where.tensor}, {"category", category_name(where.category)},
+                {"event_index", where.event_index}};
+  };
+  Json json;
+  json["scenario"] = s.source_path;
+  json["model"] = s.model.name;
+  json["device"] = s.device.profile;
+  json["parameters"] = prediction.parameters;
+  json["device_total_bytes"] = prediction.device_total_bytes;
+  json["usable_bytes"] = prediction.usable_bytes;
+  json["peak_allocated_bytes"] = prediction.peak_allocated_bytes;
+  json["peak_reserved_bytes"] = prediction.peak_reserved_bytes;
+  json["fits"] = prediction.fits;
+  json["spare_bytes"] = prediction.spare_bytes();
+  json["oom_message"] = prediction.fits ? Json(nullptr) : Json(prediction.oom_message);
+  json["oom_at"] = prediction.fits ? Json(nullptr) : location(prediction.oom_at);
+  json["peak_at"] = location(prediction.peak_at);
+  Json phases = Json::array();
+  for (const auto& row : prediction.phases) {
+    phases.push_back(Json{{"name", row.name},
+                          {"iteration", row.iteration},
+                          {"allocated_bytes", row.allocated_bytes},
+                          {"reserved_bytes", row.reserved_bytes},
+                          {"peak_allocated_bytes", row.peak_allocated_bytes},
+                          {"peak_reserved_bytes", row.peak_reserved_bytes}});
+  }
+  json["phases"] = std::move(phases);
+  Json breakdown = Json::object();
+  for (size_t i = 0; i < kNumTensorCategories; ++i) {
+    breakdown[category_name(static_cast<TensorCategory>(i))] = prediction.breakdown[i];
+  }
+  breakdown["allocator_rounding"] = prediction.rounding_bytes;
+  json["breakdown"] = std::move(breakdown);
+  json["fragmentation"] = Json{{"reserved_minus_allocated_bytes", prediction.fragmentation_bytes()},
+                               {"inactive_split_bytes", prediction.inactive_split_at_peak_bytes}};
+  json["events"] = prediction.events;
+  json["accounting"] = prediction.exact_accounting ? "exact_live_bytes" : "cuda_caching_allocator";
+  add_parallel_json(prediction, json);
+  return json.dump(2) + "\n";
+}
+
+}  // namespace oomcast::planner

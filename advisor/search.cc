@@ -1,0 +1,306 @@
+// The search: exponential probe and bisection, then the neighbours, then the "fragmentation
+// window": the values above the answer whose allocated peak still fits the budget. Reserved
+// >= allocated, and allocated grows with the parameter, so no value beyond that window can
+// fit; inside it only the allocator's caching decides, and that is where a larger value can
+// fit after a smaller one failed.
+#include "advisor/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "base/edit_distance.h"
+#include "base/input_error.h"
+#include "planner/families/families.h"
+#include "advisor/predict.h"
+#include "planner/step_planner.h"
+
+namespace oomcast::planner {
+
+namespace {
+
+// The loader's bounds (scenario_loader.cc), repeated here so that with_parameter rejects
+// exactly what `--set` would.
+constexpr int64_t kMaxBatch = int64_t{1} << 24;
+constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
+constexpr int64_t kMaxImageSize = int64_t{1} << 16;
+constexpr int64_t kMaxGradAccum = int64_t{1} << 20;
+
+// Default ceilings when --max is not given: beyond them a search is almost surely a typo,
+// and grad_accum_steps multiplies the schedule's length.
+constexpr int64_t kDefaultMaxBatch = 65536;
+constexpr int64_t kDefaultMaxSeqLen = int64_t{1} << 20;
+constexpr int64_t kDefaultMaxGradAccum = 1024;
+
+InputError bad_value(const Scenario& scenario, const std::string& key, const std::string& message) {
+  return InputError(SourceLocation{scenario.source_path, 0, 0, -1}, key, message);
+}
+
+bool has_learned_positions(const ModelConfig& model) { return model.family == "gpt2" || model.family == "bert"; }
+
+// Evaluations by value, filled in parallel.
+class Evaluator {
+ public:
+  Evaluator(const Scenario& scenario, SearchParam param, size_t jobs)
+      : scenario_(scenario), param_(param), jobs_(jobs) {}
+
+  const Evaluation& at(int64_t value) {
+    evaluate_all({value});
+    return cache_.at(value);
+  }
+
+  void evaluate_all(std::vector<int64_t> values) {
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    values.erase(std::remove_if(values.begin(), values.end(), [&](int64_t v) { return cache_.count(v) > 0; }),
+                 values.end());
+    std::vector<Evaluation> results(values.size());
+    run_indexed(values.size(), jobs_, [&](size_t i) { results[i] = evaluate_value(scenario_, param_, values[i]); });
+    for (auto& result : results) cache_.emplace(result.value, std::move(result));
+  }
+
+  bool known(int64_t value) const { return cache_.count(value) > 0; }
+  const std::map<int64_t, Evaluation>& all() const { return cache_; }
+
+ private:
+  const Scenario& scenario_;
+  SearchParam param_;
+  size_t jobs_;
+  std::map<int64_t, Evaluation> cache_;
+};
+
+// `count` values spread evenly over the open interval (lo, hi).
+std::vector<int64_t> spread(int64_t lo, int64_t hi, int64_t count) {
+  std::vector<int64_t> values;
+  int64_t inside = hi - lo - 1;
+  if (inside <= 0) return values;
+  count = std::min(count, inside);
+  for (int64_t i = 1; i <= count; ++i) values.push_back(lo + (hi - lo) * i / (count + 1));
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  values.erase(std::remove_if(values.begin(), values.end(), [&](int64_t v) { return v <= lo || v >= hi; }),
+               values.end());
+  return values;
+}
+
+}  // namespace
+
+SearchParam parse_search_param(const std::string& name) {
+  if (name == "batch_size") return SearchParam::BatchSize;
+  if (name == "seq_len" || name == "image_size") return SearchParam::SeqLen;
+  if (name == "grad_accum_steps") return SearchParam::GradAccumSteps;
+  throw InputError(SourceLocation{}, "--param",
+                   "--param must be batch_size, seq_len (image_size) or grad_accum_steps; got '" + name + "'" +
+                       did_you_mean(name, {"batch_size", "seq_len", "image_size", "grad_accum_steps"}));
+}
+
+std::string search_param_key(SearchParam param, const Scenario& scenario) {
+  switch (param) {
+    case SearchParam::BatchSize: return "batch_size";
+    case SearchParam::SeqLen: return families::is_vision(scenario.model) ? "image_size" : "seq_len";
+    case SearchParam::GradAccumSteps: return "grad_accum_steps";
+  }
+  return "?";
+}
+
+int64_t parameter_limit(const Scenario& scenario, SearchParam param) {
+  switch (param) {
+    case SearchParam::BatchSize: return kMaxBatch;
+    case SearchParam::GradAccumSteps: return kMaxGradAccum;
+    case SearchParam::SeqLen:
+      if (scenario.model.family == "vit") return families::default_sequence_length(scenario.model);
+      if (families::is_vision(scenario.model)) return kMaxImageSize;
+      if (has_learned_positions(scenario.model)) return families::dim(scenario.model, "max_positions");
+      return kMaxSeqLen;
+  }
+  return 1;
+}
+
+Scenario with_parameter(const Scenario& scenario, SearchParam param, int64_t value) {
+  const std::string key = search_param_key(param, scenario);
+  if (value < 1) throw bad_value(scenario, key, "'" + key + "' must be at least 1, got " + std::to_string(value));
+  if (param == SearchParam::SeqLen && scenario.model.family == "vit" &&
+      value != families::default_sequence_length(scenario.model)) {
+    throw bad_value(scenario, key, "'image_size' is fixed by the ViT model (" +
+                                       std::to_string(families::default_sequence_length(scenario.model)) +
+                                       "); set model.image_size to change it");
+  }
+  int64_t limit = parameter_limit(scenario, param);
+  if (value > limit) {
+    throw bad_value(scenario, key, "'" + key + "' " + std::to_string(value) + " is above its limit " +
+                                       std::to_string(limit) +
+                                       (param == SearchParam::SeqLen && has_learned_positions(scenario.model)
+                                            ? " (the model's max_positions)"
+                                            : ""));
+  }
+  Scenario edited = scenario;
+  switch (param) {
+    case SearchParam::BatchSize: edited.batch_size = value; break;
+    case SearchParam::SeqLen: edited.seq_len = value; break;
+    case SearchParam::GradAccumSteps: edited.grad_accum_steps = value; break;
+  }
+  return edited;
+}
+
+uint64_t usable_bytes_of(const Scenario& scenario) {
+  // The same rule as predict(): total minus what lives outside the allocator, capped by
+  // set_per_process_memory_fraction.
+  const sim::DeviceModel& model = scenario.device.model;
+  uint64_t outside = model.context_bytes + model.other_process_bytes;
+  uint64_t usable = model.total_bytes > outside ? model.total_bytes - outside : 0;
+  if (model.memory_fraction > 0.0) {
+    usable = std::min(usable, static_cast<uint64_t>(model.memory_fraction * static_cast<double>(model.total_bytes)));
+  }
+  return usable;
+}
+
+Scenario with_margin(const Scenario& scenario, double margin) {
+  if (margin <= 0.0) return scenario;
+  if (margin >= 1.0) throw InputError(SourceLocation{}, "--margin", "--margin must be below 100%");
+  Scenario edited = scenario;
+  sim::DeviceModel& model = edited.device.model;
+  uint64_t outside = model.context_bytes + model.other_process_bytes;
+  uint64_t free_of_outside = model.total_bytes > outside ? model.total_bytes - outside : 0;
+  // Both bounds of usable_bytes_of shrink by the same factor, so the result is exactly
+  // (1 - margin) x usable whichever bound applies.
+  model.other_process_bytes += static_cast<uint64_t>(margin * static_cast<double>(free_of_outside));
+  if (model.memory_fraction > 0.0) model.memory_fraction *= 1.0 - margin;
+  return edited;
+}
+
+Evaluation evaluate_value(const Scenario& scenario, SearchParam param, int64_t value) {
+  Evaluation evaluation;
+  evaluation.value = value;
+  try {
+    Scenario edited = with_parameter(scenario, param, value);
+    Prediction prediction = predict_planned(edited, plan_steps(edited));
+    evaluation.fits = prediction.fits;
+    evaluation.peak_allocated_bytes = prediction.peak_allocated_bytes;
+    evaluation.peak_reserved_bytes = prediction.peak_reserved_bytes;
+  } catch (const InputError& error) {
+    evaluation.error = error.message();
+  }
+  return evaluation;
+}
+
+SearchResult search_max_fitting(const ScenarioSource& source, const SearchOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  if (options.margin < 0.0 || options.margin >= 1.0) {
+    throw InputError(SourceLocation{}, "--margin", "--margin must be in [0%, 100%)");
+  }
+  Scenario original = source.load();
+  SearchResult result;
+  result.scenario_path = source.path;
+  result.param = options.param;
+  result.param_key = search_param_key(options.param, original);
+  result.margin = options.margin;
+  int64_t limit = parameter_limit(original, options.param);
+  int64_t ceiling = options.max_value > 0 ? options.max_value
+                    : options.param == SearchParam::BatchSize ? kDefaultMaxBatch
+                    : options.param == SearchParam::SeqLen    ? kDefaultMaxSeqLen
+                                                              : kDefaultMaxGradAccum;
+  result.max_value = std::min(ceiling, limit);
+  result.usable_bytes = usable_bytes_of(original);
+  Scenario scenario = with_margin(original, options.margin);
+  result.budget_bytes = usable_bytes_of(scenario);
+  const int64_t max_value = result.max_value;
+  Evaluator evaluator(scenario, options.param, options.jobs);
+
+  // 1. Exponential probe 1, 2, 4, ... until a value fails, then 2. bisection. One value at a
+  // time: each answer decides the next probe, and extra parallel probes cost more than they
+  // save on a step this cheap (threads share the page-fault path of one process).
+  int64_t lo = 0;             // the largest value known to fit (0: none)
+  int64_t hi = max_value + 1; // the smallest value known not to fit
+  for (int64_t probe = 1; lo < max_value; probe = std::min(probe * 2, max_value)) {
+    if (!evaluator.at(probe).fits) {
+      hi = probe;
+      break;
+    }
+    lo = probe;
+  }
+  while (hi - lo > 1) {
+    int64_t middle = lo + (hi - lo) / 2;
+    (evaluator.at(middle).fits ? lo : hi) = middle;
+  }
+  // 3. The neighbours of the answer.
+  std::vector<int64_t> neighbours;
+  if (lo > 1) neighbours.push_back(lo - 1);
+  if (lo + 1 <= max_value) neighbours.push_back(lo + 1);
+  evaluator.evaluate_all(neighbours);
+
+  // 4. The fragmentation window (lo + 1, window_to]: values whose allocated peak fits the budget.
+  if (lo < max_value) {
+    auto allocated_fits = [&](int64_t v) {
+      const Evaluation& e = evaluator.at(v);
+      return e.error.empty() && e.peak_allocated_bytes <= result.budget_bytes;
+    };
+    int64_t below = lo + 1;  // allocated fits at `below` (or below is the first failing value)
+    int64_t above = max_value + 1;
+    for (const auto& [value, e] : evaluator.all()) {
+      if (value > below && e.error.empty() && e.peak_allocated_bytes > result.budget_bytes) {
+        above = value;
+        break;
+      }
+    }
+    if (allocated_fits(below)) {
+      while (above - below > 1) {
+        std::vector<int64_t> probes = spread(below, above, 1);
+        evaluator.evaluate_all(probes);
+        for (int64_t probe : probes) {
+          if (allocated_fits(probe)) {
+            below = probe;
+          } else {
+            above = probe;
+            break;
+          }
+        }
+      }
+      if (below > lo + 1) {
+        result.window_from = lo + 2;
+        result.window_to = below;
+      }
+    }
+    if (result.window_to > 0) {
+      int64_t size = result.window_to - result.window_from + 1;
+      bool sample_only = size > options.exhaustive_window;
+      std::vector<int64_t> values;
+      if (sample_only) {
+        values = spread(result.window_from - 1, result.window_to + 1, options.exhaustive_window);
+      } else {
+        for (int64_t v = result.window_from; v <= result.window_to; ++v) values.push_back(v);
+      }
+      evaluator.evaluate_all(values);
+      bool any_fits = std::any_of(values.begin(), values.end(), [&](int64_t v) { return evaluator.at(v).fits; });
+      result.scanned = !sample_only;
+      if (sample_only && any_fits) {
+        // Non-monotone for sure: scan the window value by value (as far as max_scan allows).
+        int64_t last = std::min(result.window_to, result.window_from + options.max_scan - 1);
+        values.clear();
+        for (int64_t v = result.window_from; v <= last; ++v) values.push_back(v);
+        evaluator.evaluate_all(values);
+        result.scanned = true;
+        result.scan_truncated = last < result.window_to;
+      }
+    }
+  }
+
+  // The answer is the largest value seen to fit; non-monotone when a failure lies below it.
+  std::optional<int64_t> first_fail;
+  for (const auto& [value, e] : evaluator.all()) {
+    result.evaluated.push_back(e);
+    if (e.fits) {
+      result.max_fitting = value;
+      if (first_fail) {
+        result.non_monotone = true;
+        result.witness_fail = *first_fail;
+        result.witness_fit = value;
+      }
+    } else if (!first_fail) {
+      first_fail = value;
+    }
+  }
+  if (options.with_fit) result.fit = fit_closed_form(original, FitMetric::PeakAllocated, options.jobs);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace oomcast::planner

@@ -1,0 +1,97 @@
+// search_max_fitting(): the largest batch_size, seq_len or grad_accum_steps whose step fits
+// with a margin of the device's usable memory left free. Exponential probe, then bisection,
+// then a check of the neighbours and of every value fragmentation could still let fit.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "advisor/closed_form_fit.h"
+#include "scenario/scenario.h"
+#include "scenario/scenario_source.h"
+#include "advisor/work_pool.h"
+
+namespace oomcast::planner {
+
+enum class SearchParam { BatchSize, SeqLen, GradAccumSteps };
+
+// "batch_size", "seq_len" (also "image_size" for vision models), "grad_accum_steps".
+// Throws InputError with a did-you-mean for other names.
+SearchParam parse_search_param(const std::string& name);
+// The scenario key the parameter is written as: image_size for vision models.
+std::string search_param_key(SearchParam param, const Scenario& scenario);
+
+// The scenario with the parameter set to `value`, as `--set KEY=value` would give it: the
+// same bounds as the loader (batch_size ≤ 2^24, max_positions for learned position tables,
+// fixed image size for ViT). Editing the struct skips re-reading the YAML per value;
+// search_test checks that the two agree.
+Scenario with_parameter(const Scenario& scenario, SearchParam param, int64_t value);
+
+// The largest value with_parameter accepts for this scenario.
+int64_t parameter_limit(const Scenario& scenario, SearchParam param);
+
+// Memory the allocator may reserve on the scenario's device (predict's usable_bytes).
+uint64_t usable_bytes_of(const Scenario& scenario);
+
+// The scenario on a device whose usable memory is (1 - margin) x the original: `margin` is
+// held back as memory used outside the allocator, so "fits" means the caching allocator
+// (with its free-cache-and-retry) never needs that margin.
+Scenario with_margin(const Scenario& scenario, double margin);
+
+// One simulated value.
+struct Evaluation {
+  int64_t value = 0;
+  bool fits = false;
+  uint64_t peak_allocated_bytes = 0;  // demand, from an unbounded replay when it does not fit
+  uint64_t peak_reserved_bytes = 0;
+  std::string error;                  // the planner rejected the value (counts as not fitting)
+};
+
+// Plans and replays `scenario` (already carrying the margin) with the parameter at `value`.
+Evaluation evaluate_value(const Scenario& scenario, SearchParam param, int64_t value);
+
+struct SearchOptions {
+  SearchParam param = SearchParam::BatchSize;
+  double margin = 0.05;         // fraction of usable memory left free
+  int64_t max_value = 0;        // 0: the parameter's default ceiling
+  size_t jobs = default_jobs(); // values simulated at once
+  // Values above the bisection's answer are scanned exhaustively while at most this many
+  // could still fit; a bigger window is sampled first.
+  int64_t exhaustive_window = 64;
+  int64_t max_scan = 4096;      // the most values a non-monotone fallback scan evaluates
+  bool with_fit = false;        // also fit peak ≈ a + b·B + c·B·S + d·B·S² (closed_form_fit.h)
+};
+
+struct SearchResult {
+  std::string scenario_path;
+  SearchParam param = SearchParam::BatchSize;
+  std::string param_key;
+  double margin = 0.0;
+  int64_t max_value = 0;
+  uint64_t usable_bytes = 0;
+  uint64_t budget_bytes = 0;            // usable x (1 - margin)
+  std::optional<int64_t> max_fitting;   // none: not even 1 fits
+  bool non_monotone = false;            // some value fits above one that does not
+  int64_t witness_fit = 0, witness_fail = 0;  // the pair that showed it
+  // The window above the bisection's answer where allocated memory still fits the budget,
+  // so only fragmentation could decide; [0, 0] when empty.
+  int64_t window_from = 0, window_to = 0;
+  bool scanned = false;                 // the window was evaluated value by value
+  bool scan_truncated = false;          // ... but only its first max_scan values
+  std::vector<Evaluation> evaluated;    // by value
+  std::optional<ClosedFormFit> fit;     // with SearchOptions::with_fit
+  double seconds = 0.0;
+};
+
+// Throws InputError for a bad scenario or option.
+SearchResult search_max_fitting(const ScenarioSource& source, const SearchOptions& options);
+
+std::string render_search_text(const SearchResult& result);
+// {"max_fitting", "param", "margin", "non_monotone", "evaluated": [{value, fits,
+//  peak_allocated_bytes, peak_reserved_bytes, error?}], "usable_bytes", "budget_bytes",
+//  "max_value", "window": {from, to, scanned, truncated}, "fit" (with --fit), "seconds"}
+std::string render_search_json(const SearchResult& result);
+
+}  // namespace oomcast::planner

@@ -1,0 +1,90 @@
+// Text and JSON renderings of a SearchResult (the JSON keys are the contract in docs/usage.md).
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "advisor/byte_text.h"
+#include "advisor/search.h"
+
+namespace oomcast::planner {
+
+namespace {
+
+std::string percent(double fraction) { return fmt::format("{:g}%", fraction * 100.0); }
+
+}  // namespace
+
+std::string render_search_text(const SearchResult& r) {
+  std::string text;
+  text += fmt::format("search    {} in 1..{} for {}\n", r.param_key, r.max_value, r.scenario_path);
+  text += fmt::format("budget    {} = {} usable minus a {} margin\n\n", byte_text(r.budget_bytes),
+                      byte_text(r.usable_bytes), percent(r.margin));
+  if (r.max_fitting) {
+    const Evaluation* best = nullptr;
+    for (const auto& e : r.evaluated) {
+      if (e.value == *r.max_fitting) best = &e;
+    }
+    text += fmt::format("largest {} that fits: {}", r.param_key, *r.max_fitting);
+    if (best) {
+      text += fmt::format(" (peak reserved {}, {} under the budget)", byte_text(best->peak_reserved_bytes),
+                          byte_text(static_cast<double>(r.budget_bytes) - static_cast<double>(best->peak_reserved_bytes)));
+    }
+    text += *r.max_fitting == r.max_value ? fmt::format("; the ceiling {} was reached (raise it with --max)\n", r.max_value)
+                                          : "\n";
+  } else {
+    text += fmt::format("no {} fits: even {} = 1 needs more than the budget\n", r.param_key, r.param_key);
+  }
+  if (r.non_monotone) {
+    text += fmt::format(
+        "non-monotone: {} {} fits although {} does not (the caching allocator's segments, not the tensors, "
+        "decide here), so the window was scanned value by value\n",
+        r.param_key, r.witness_fit, r.witness_fail);
+  }
+  if (r.window_to > 0) {
+    text += fmt::format("fragmentation window {}..{}: allocated memory still fits the budget there; {}\n",
+                        r.window_from, r.window_to,
+                        r.scan_truncated ? "scanned only its first values (raise the limit to be sure)"
+                        : r.scanned      ? "every value was simulated"
+                                         : "sampled evenly, none fits");
+  }
+  text += fmt::format("\n{:>10}  {:<5}  {:>16}  {:>16}\n", r.param_key, "fits", "peak allocated", "peak reserved");
+  for (const auto& e : r.evaluated) {
+    if (!e.error.empty()) {
+      text += fmt::format("{:>10}  {:<5}  error: {}\n", e.value, "no", e.error);
+      continue;
+    }
+    text += fmt::format("{:>10}  {:<5}  {:>16}  {:>16}\n", e.value, e.fits ? "yes" : "no",
+                        byte_text(e.peak_allocated_bytes), byte_text(e.peak_reserved_bytes));
+  }
+  if (r.fit) text += "\n" + render_fit_text(*r.fit);
+  text += fmt::format("\n{} values simulated in {:.2f} s\n", r.evaluated.size(), r.seconds);
+  return text;
+}
+
+std::string render_search_json(const SearchResult& r) {
+  nlohmann::ordered_json json;
+  json["max_fitting"] = r.max_fitting ? nlohmann::ordered_json(*r.max_fitting) : nlohmann::ordered_json(nullptr);
+  json["param"] = r.param_key;
+  json["margin"] = r.margin;
+  json["non_monotone"] = r.non_monotone;
+  json["evaluated"] = nlohmann::ordered_json::array();
+  for (const auto& e : r.evaluated) {
+    nlohmann::ordered_json row;
+    row["value"] = e.value;
+    row["fits"] = e.fits;
+    row["peak_allocated_bytes"] = e.peak_allocated_bytes;
+    row["peak_reserved_bytes"] = e.peak_reserved_bytes;
+    if (!e.error.empty()) row["error"] = e.error;
+    json["evaluated"].push_back(std::move(row));
+  }
+  json["usable_bytes"] = r.usable_bytes;
+  json["budget_bytes"] = r.budget_bytes;
+  json["max_value"] = r.max_value;
+  if (r.non_monotone) json["non_monotone_witness"] = {{"fits", r.witness_fit}, {"does_not_fit", r.witness_fail}};
+  json["window"] = {{"from", r.window_from}, {"to", r.window_to}, {"scanned", r.scanned}, {"truncated", r.scan_truncated}};
+  if (r.fit) json["fit"] = nlohmann::ordered_json::parse(render_fit_json(*r.fit));
+  json["seconds"] = r.seconds;
+  json["scenario"] = r.scenario_path;
+  return json.dump(2) + "\n";
+}
+
+}  // namespace oomcast::planner

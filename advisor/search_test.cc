@@ -1,0 +1,162 @@
+// Tests of search_max_fitting(): it agrees with a brute-force scan, finds a value that fits
+// above one that does not (a fragmentation case built on purpose), and its shortcut of
+// editing the Scenario struct gives what `--set` would.
+#include "advisor/search.h"
+
+#include <catch2/catch.hpp>
+
+#include "advisor/predict.h"
+#include "scenario/scenario_loader.h"
+
+namespace oomcast::planner {
+namespace {
+
+// gpt2-tiny on a 256 MiB GPU with no context and no cuBLAS workspaces.
+const char* kTinyGpt2 = R"(
+model: gpt2-tiny
+batch_size: 1
+seq_len: 128
+precision: fp32
+attention: eager
+iterations: 2
+device: {total_gib: 0.25, context_mib: 0, cublas_workspaces: 0}
+)";
+
+// A one-hidden-layer MLP with 52,429 inputs (~205 KiB per sample) on a 35 MiB GPU. The
+// batch-sized tensors cross the caching allocator's 10 MiB large-block threshold near batch
+// 50: below it they are carved from shared 20 MiB segments, above it each gets its own
+// 2 MiB-rounded segment. Reserved memory peaks at 22 MiB up to batch 41, at 42 MiB for
+// 42..49 and at 34 MiB for 50..59: 41 fits, 42..49 do not, 50..59 fit again, 60+ do not.
+const char* kFragmentingMlp = R"(
+model: {preset: mlp, input: 52429, hidden: 16, layers: 1, output: 10}
+batch_size: 1
+precision: fp32
+optimizer: sgd
+iterations: 2
+device: {total_gib: 0.0341796875, context_mib: 0, cublas_workspaces: 0}
+)";
+
+// The largest value in 1..max_value that fits, by simulating every one.
+int64_t brute_force_max(const Scenario& scenario, SearchParam param, double margin, int64_t max_value) {
+  Scenario with_budget = with_margin(scenario, margin);
+  int64_t best = 0;
+  for (int64_t value = 1; value <= max_value; ++value) {
+    if (evaluate_value(with_budget, param, value).fits) best = value;
+  }
+  return best;
+}
+
+SearchResult search(const char* yaml, SearchParam param, double margin, int64_t max_value) {
+  SearchOptions options;
+  options.param = param;
+  options.margin = margin;
+  options.max_value = max_value;
+  options.jobs = 2;
+  return search_max_fitting(ScenarioSource::yaml(yaml, "test.yaml"), options);
+}
+
+TEST_CASE("The batch-size search agrees with a brute-force scan on a tiny GPT-2") {
+  Scenario scenario = load_scenario_text(kTinyGpt2, "test.yaml");
+  for (double margin : {0.0, 0.05, 0.3}) {
+    SearchResult result = search(kTinyGpt2, SearchParam::BatchSize, margin, 200);
+    INFO("margin " << margin);
+    REQUIRE(result.max_fitting);
+    CHECK(*result.max_fitting == brute_force_max(scenario, SearchParam::BatchSize, margin, 200));
+    CHECK(result.evaluated.size() < 60);
+  }
+}
+
+TEST_CASE("The sequence-length search agrees with a brute-force scan and stops at max_positions") {
+  Scenario scenario = load_scenario_text(kTinyGpt2, "test.yaml", {"batch_size=96"});
+  SearchOptions options;
+  options.param = SearchParam::SeqLen;
+  options.margin = 0.05;
+  SearchResult result = search_max_fitting(ScenarioSource::yaml(kTinyGpt2, "test.yaml", {"batch_size=96"}), options);
+  CHECK(result.max_value == 128);  // gpt2-tiny's max_positions
+  REQUIRE(result.max_fitting);
+  CHECK(*result.max_fitting == brute_force_max(scenario, SearchParam::SeqLen, 0.05, 128));
+}
+
+TEST_CASE("A batch size that fits above one that does not is found and reported as non-monotone") {
+  Scenario scenario = load_scenario_text(kFragmentingMlp, "test.yaml");
+  Scenario exact = with_margin(scenario, 0.0);
+  // The construction: 41 fits, 45 does not, 55 does, 60 does not.
+  REQUIRE(evaluate_value(exact, SearchParam::BatchSize, 41).fits);
+  REQUIRE_FALSE(evaluate_value(exact, SearchParam::BatchSize, 45).fits);
+  REQUIRE(evaluate_value(exact, SearchParam::BatchSize, 55).fits);
+  REQUIRE_FALSE(evaluate_value(exact, SearchParam::BatchSize, 60).fits);
+
+  // Plain bisection probes 1..32 (fit), 64, 48, 44, 42 (fail), 40, 41 (fit) and would answer 41.
+  SearchResult result = search(kFragmentingMlp, SearchParam::BatchSize, 0.0, 64);
+  REQUIRE(result.max_fitting);
+  CHECK(*result.max_fitting == brute_force_max(scenario, SearchParam::BatchSize, 0.0, 64));
+  CHECK(*result.max_fitting == 59);
+  CHECK(result.non_monotone);
+  CHECK(result.witness_fit == 59);
+  CHECK(result.witness_fail == 42);
+  CHECK(result.scanned);
+  CHECK(render_search_text(result).find("non-monotone") != std::string::npos);
+  CHECK(render_search_json(result).find("\"non_monotone\": true") != std::string::npos);
+}
+
+TEST_CASE("A monotone search does not claim non-monotonicity") {
+  SearchResult result = search(kTinyGpt2, SearchParam::BatchSize, 0.05, 200);
+  CHECK_FALSE(result.non_monotone);
+  CHECK(render_search_json(result).find("\"non_monotone\": false") != std::string::npos);
+}
+
+TEST_CASE("Editing the scenario struct predicts the same as reloading it with --set") {
+  Scenario scenario = load_scenario_text(kTinyGpt2, "test.yaml");
+  struct Case {
+    SearchParam param;
+    const char* key;
+    int64_t value;
+  };
+  for (Case c : {Case{SearchParam::BatchSize, "batch_size", 7}, Case{SearchParam::SeqLen, "seq_len", 100},
+                 Case{SearchParam::GradAccumSteps, "grad_accum_steps", 3}}) {
+    Scenario edited = with_parameter(scenario, c.param, c.value);
+    Scenario reloaded = load_scenario_text(kTinyGpt2, "test.yaml", {std::string(c.key) + "=" + std::to_string(c.value)});
+    Prediction a = predict(edited), b = predict(reloaded);
+    INFO(c.key);
+    CHECK(a.events == b.events);
+    CHECK(a.peak_allocated_bytes == b.peak_allocated_bytes);
+    CHECK(a.peak_reserved_bytes == b.peak_reserved_bytes);
+    CHECK(a.fits == b.fits);
+  }
+}
+
+TEST_CASE("Editing the struct rejects what --set rejects") {
+  Scenario scenario = load_scenario_text(kTinyGpt2, "test.yaml");
+  CHECK_THROWS(load_scenario_text(kTinyGpt2, "test.yaml", {"seq_len=129"}));
+  CHECK_THROWS(with_parameter(scenario, SearchParam::SeqLen, 129));
+  CHECK_THROWS(load_scenario_text(kTinyGpt2, "test.yaml", {"batch_size=0"}));
+  CHECK_THROWS(with_parameter(scenario, SearchParam::BatchSize, 0));
+}
+
+TEST_CASE("The margin is held back from the allocator's usable memory") {
+  Scenario scenario = load_scenario_text(kTinyGpt2, "test.yaml", {"allocator.memory_fraction=0.5"});
+  uint64_t usable = usable_bytes_of(scenario);
+  CHECK(usable == (uint64_t{1} << 27));
+  uint64_t with_ten_percent = usable_bytes_of(with_margin(scenario, 0.1));
+  CHECK(with_ten_percent == Approx(0.9 * static_cast<double>(usable)).epsilon(1e-6));
+  Scenario plain = load_scenario_text(kTinyGpt2, "test.yaml");
+  CHECK(usable_bytes_of(with_margin(plain, 0.25)) == (uint64_t{3} << 26));
+}
+
+TEST_CASE("Nothing fits when even the smallest value needs more than the device") {
+  SearchResult result = search(kTinyGpt2, SearchParam::BatchSize, 0.0, 64);
+  REQUIRE(result.max_fitting);
+  SearchOptions options;
+  options.max_value = 64;
+  SearchResult none = search_max_fitting(
+      ScenarioSource::yaml(kTinyGpt2, "test.yaml", {"device.total_gib=0.001"}), options);
+  CHECK_FALSE(none.max_fitting);
+  CHECK(render_search_json(none).find("\"max_fitting\": null") != std::string::npos);
+}
+
+TEST_CASE("An unknown search parameter is an input error with a suggestion") {
+  CHECK_THROWS_WITH(parse_search_param("batchsize"), Catch::Contains("batch_size"));
+}
+
+}  // namespace
+}  // namespace oomcast::planner

@@ -1,0 +1,119 @@
+// diagnose(): the scenario's own prediction, the pattern detectors, the simulated fixes
+// ranked by the peak reserved memory they save, the allocator setting to export when that is
+// what makes the step fit, and the closed-form fit; plus the text and JSON renderings.
+#include "advisor/whatif.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "advisor/byte_text.h"
+#include "planner/step_planner.h"
+
+namespace oomcast::planner {
+
+Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  Scenario scenario = source.load();
+  PlannedTrace plan = plan_steps(scenario);
+  Prediction baseline = predict_planned(scenario, plan);
+
+  Diagnosis d;
+  d.scenario_path = source.path;
+  d.fits = baseline.fits;
+  d.usable_bytes = baseline.usable_bytes;
+  d.peak_allocated_bytes = baseline.peak_allocated_bytes;
+  d.peak_reserved_bytes = baseline.peak_reserved_bytes;
+  d.oom_message = baseline.oom_message;
+  d.patterns = detect_patterns(source, scenario, baseline, options.jobs);
+  d.fixes = simulate_fixes(source, scenario, baseline, plan, options.jobs);
+  std::stable_sort(d.fixes.begin(), d.fixes.end(), [](const FixOutcome& a, const FixOutcome& b) {
+    if (a.valid != b.valid) return a.valid;
+    return a.saving_bytes() > b.saving_bytes();
+  });
+  if (!baseline.fits) {
+    for (const auto& fix : d.fixes) {
+      if (fix.valid && fix.fits_after && !fix.alloc_conf.empty()) {
+        d.recommended_alloc_conf = fix.alloc_conf;
+        break;
+      }
+    }
+  }
+  if (options.with_fit) d.fit = fit_closed_form(scenario, FitMetric::PeakAllocated, options.jobs);
+  d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return d;
+}
+
+std::string render_whatif_text(const Diagnosis& d) {
+  std::string text = fmt::format("whatif    {}\n", d.scenario_path);
+  text += d.fits ? fmt::format("verdict   fits: peak reserved {} of {} usable\n", byte_text(d.peak_reserved_bytes),
+                               byte_text(d.usable_bytes))
+                 : fmt::format("verdict   OOM: the step needs {} reserved, {} usable\n", byte_text(d.peak_reserved_bytes),
+                               byte_text(d.usable_bytes));
+  text += "\npatterns\n";
+  if (d.patterns.empty()) text += "  none recognised\n";
+  for (const auto& p : d.patterns) {
+    text += fmt::format("  * {} [{}]\n      {}\n      rule: {}\n", p.title, p.id, p.evidence, p.rule);
+  }
+  text += "\nfixes, ranked by simulated saving of peak reserved memory\n";
+  text += fmt::format("  {:>2}  {:<62} {:>11} {:>11} {:>11}  {}\n", "#", "change", "before", "after", "saving", "fits");
+  int rank = 0;
+  for (const auto& f : d.fixes) {
+    if (!f.valid) continue;
+    text += fmt::format("  {:>2}  {:<62} {:>11} {:>11} {:>11}  {}\n", ++rank, f.title, byte_text(f.peak_reserved_before),
+                        byte_text(f.peak_reserved_after), byte_text(f.saving_bytes()), f.fits_after ? "yes" : "no");
+    text += fmt::format("      --set {}; cost: {}\n", fmt::join(f.overrides, " --set "), f.cost);
+  }
+  for (const auto& f : d.fixes) {
+    if (f.valid) continue;
+    text += fmt::format("   -  {}: not possible here: {}\n", f.title, f.error);
+  }
+  if (d.recommended_alloc_conf) {
+    text += fmt::format("\nthe allocator setting alone makes it fit:\n  export PYTORCH_CUDA_ALLOC_CONF={}\n",
+                        *d.recommended_alloc_conf);
+  }
+  if (d.fit) text += "\n" + render_fit_text(*d.fit);
+  text += fmt::format("\n{:.2f} s\n", d.seconds);
+  return text;
+}
+
+std::string render_whatif_json(const Diagnosis& d) {
+  nlohmann::ordered_json json;
+  json["scenario"] = d.scenario_path;
+  json["fits"] = d.fits;
+  json["usable_bytes"] = d.usable_bytes;
+  json["peak_allocated_bytes"] = d.peak_allocated_bytes;
+  json["peak_reserved_bytes"] = d.peak_reserved_bytes;
+  json["oom_message"] = d.fits ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(d.oom_message);
+  json["patterns"] = nlohmann::ordered_json::array();
+  for (const auto& p : d.patterns) {
+    json["patterns"].push_back({{"id", p.id}, {"title", p.title}, {"evidence", p.evidence}, {"rule", p.rule}});
+  }
+  json["fixes"] = nlohmann::ordered_json::array();
+  for (const auto& f : d.fixes) {
+    nlohmann::ordered_json row;
+    row["id"] = f.id;
+    row["title"] = f.title;
+    row["overrides"] = f.overrides;
+    row["valid"] = f.valid;
+    row["error"] = f.valid ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.error);
+    row["peak_reserved_before"] = f.peak_reserved_before;
+    row["peak_reserved_after"] = f.peak_reserved_after;
+    row["peak_allocated_before"] = f.peak_allocated_before;
+    row["peak_allocated_after"] = f.peak_allocated_after;
+    row["saving_bytes"] = f.saving_bytes();
+    row["fits_after"] = f.fits_after;
+    row["alloc_conf"] = f.alloc_conf.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.alloc_conf);
+    row["cost"] = f.cost;
+    json["fixes"].push_back(std::move(row));
+  }
+  json["recommended_alloc_conf"] =
+      d.recommended_alloc_conf ? nlohmann::ordered_json(*d.recommended_alloc_conf) : nlohmann::ordered_json(nullptr);
+  json["fit"] = d.fit ? nlohmann::ordered_json::parse(render_fit_json(*d.fit)) : nlohmann::ordered_json(nullptr);
+  json["seconds"] = d.seconds;
+  return json.dump(2) + "\n";
+}
+
+}  // namespace oomcast::planner

@@ -1,0 +1,84 @@
+// diagnose(): the what-if doctor. Names the OOM patterns a scenario shows, each detected from
+// simulated numbers against a stated threshold, and ranks single changes (mixed precision,
+// checkpointing, flash attention, micro-batching, 8-bit Adam / Adafactor, allocator settings,
+// no_grad for evaluation, ZeRO / offload) by the peak memory each saves when simulated.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "advisor/closed_form_fit.h"
+#include "advisor/predict.h"
+#include "scenario/scenario_source.h"
+#include "advisor/work_pool.h"
+
+namespace oomcast::planner {
+
+// One recognised pattern.
+struct OomPattern {
+  std::string id;         // "model_states_exceed_device", "activations_linear_in_batch", ...
+  std::string title;      // one line for people
+  std::string evidence;   // the simulated numbers that show it
+  std::string rule;       // the threshold used
+};
+
+// One simulated change.
+struct FixOutcome {
+  std::string id;                       // "mixed_precision", "checkpointing", ...
+  std::string title;                    // "bf16 autocast (precision: amp_bf16)"
+  std::vector<std::string> overrides;   // what was changed, as --set would take it
+  bool valid = true;                    // false: the scenario rules reject it (error says why)
+  std::string error;
+  uint64_t peak_reserved_before = 0;
+  uint64_t peak_reserved_after = 0;
+  uint64_t peak_allocated_before = 0;
+  uint64_t peak_allocated_after = 0;
+  bool fits_after = false;
+  std::string alloc_conf;               // PYTORCH_CUDA_ALLOC_CONF for allocator fixes
+  std::string cost;                     // what the change costs (recomputation, throughput)
+  int64_t saving_bytes() const {
+    return static_cast<int64_t>(peak_reserved_before) - static_cast<int64_t>(peak_reserved_after);
+  }
+};
+
+struct Diagnosis {
+  std::string scenario_path;
+  bool fits = false;
+  uint64_t usable_bytes = 0;
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t peak_reserved_bytes = 0;
+  std::string oom_message;
+  std::vector<OomPattern> patterns;
+  std::vector<FixOutcome> fixes;        // valid ones by saving, largest first; invalid last
+  // Set when the scenario does not fit and an allocator setting alone makes it fit.
+  std::optional<std::string> recommended_alloc_conf;
+  std::optional<ClosedFormFit> fit;
+  double seconds = 0.0;
+};
+
+struct DiagnoseOptions {
+  size_t jobs = default_jobs();
+  bool with_fit = true;                 // also fit peak ≈ a + b·B + c·B·S + d·B·S²
+};
+
+// Throws InputError when the scenario itself is invalid; a fix the rules reject is a row.
+Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options = {});
+
+// Pattern detection alone (whatif_patterns.cc), given the scenario's own prediction.
+std::vector<OomPattern> detect_patterns(const ScenarioSource& source, const Scenario& scenario,
+                                        const Prediction& baseline, size_t jobs);
+// The fixes that apply to `scenario` (whatif_fixes.cc), simulated, unranked.
+std::vector<FixOutcome> simulate_fixes(const ScenarioSource& source, const Scenario& scenario,
+                                       const Prediction& baseline, const PlannedTrace& baseline_plan, size_t jobs);
+
+std::string render_whatif_text(const Diagnosis& diagnosis);
+// {"scenario", "fits", "usable_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
+//  "oom_message", "patterns": [{id, title, evidence, rule}], "fixes": [{id, title, overrides,
+//  valid, error, peak_reserved_before, peak_reserved_after, peak_allocated_before,
+//  peak_allocated_after, saving_bytes, fits_after, alloc_conf, cost}],
+//  "recommended_alloc_conf", "fit", "seconds"}
+std::string render_whatif_json(const Diagnosis& diagnosis);
+
+}  // namespace oomcast::planner

@@ -1,0 +1,182 @@
+// The doctor's candidate fixes. Each is a set of --set overrides applied to the scenario as
+// the user wrote it (so the loader's rules decide what is allowed) and simulated; allocator
+// fixes replay the scenario's own plan, as the schedule does not depend on the allocator.
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "base/input_error.h"
+#include "planner/families/families.h"
+#include "scenario/scenario_loader.h"
+#include "planner/step_planner.h"
+#include "advisor/whatif.h"
+
+namespace oomcast::planner {
+
+namespace {
+
+struct Candidate {
+  FixOutcome outcome;
+  std::string group;            // candidates of one group compete; the best is kept
+  bool allocator_only = false;  // replays the baseline plan
+  int64_t micro_batch = 0;      // micro_batch candidates: the micro-batch size
+};
+
+bool has_attention(const ModelConfig& model) { return model.family != "resnet" && model.family != "mlp"; }
+bool has_blocks(const ModelConfig& model) { return model.family != "mlp"; }
+bool supports_bf16(const Scenario& s) { return s.device.is_cpu || s.device.compute_capability >= 80; }
+
+Candidate make(std::string id, std::string title, std::vector<std::string> overrides, std::string cost,
+               std::string group = "") {
+  Candidate c;
+  c.outcome.id = std::move(id);
+  c.outcome.title = std::move(title);
+  c.outcome.overrides = std::move(overrides);
+  c.outcome.cost = std::move(cost);
+  c.group = group.empty() ? c.outcome.id : std::move(group);
+  return c;
+}
+
+std::vector<Candidate> candidates_for(const Scenario& s) {
+  std::vector<Candidate> list;
+  const char* half = supports_bf16(s) ? "amp_bf16" : "amp_fp16";
+  if (s.precision == Precision::Fp32) {
+    list.push_back(make("mixed_precision", fmt::format("mixed precision (precision: {})", half),
+                        {std::string("precision=") + half},
+                        std::string("none on tensor-core GPUs (usually faster)") +
+                            (supports_bf16(s) ? "" : "; fp16 needs a GradScaler (bf16 is not supported here)")));
+  }
+  if (has_blocks(s.model) && s.checkpointing.mode != CheckpointMode::Full) {
+    list.push_back(make("checkpointing", "activation checkpointing of every block (checkpointing: full)",
+                        {"checkpointing=full"}, "recomputes each block's forward in backward (~30% more compute)"));
+  }
+  if (has_attention(s.model) && s.attention != AttentionImpl::Flash) {
+    if (!s.device.is_cpu && s.device.compute_capability >= 80) {
+      std::vector<std::string> overrides = {"attention=flash"};
+      std::string title = "flash attention (attention: flash)";
+      if (s.precision == Precision::Fp32) {
+        overrides.insert(overrides.begin(), "precision=amp_bf16");
+        title = "flash attention with bf16 autocast, which flash needs";
+      }
+      list.push_back(make("flash_attention", title, overrides, "none (usually faster)"));
+    } else if (s.attention == AttentionImpl::Eager || s.attention == AttentionImpl::SdpaMath) {
+      list.push_back(make("flash_attention", "memory-efficient SDPA attention (flash needs sm_80)",
+                          {"attention=mem_efficient"}, "none (usually faster)"));
+    }
+  }
+  for (int64_t split = 2; split <= s.batch_size && s.batch_size % split == 0; split *= 2) {
+    int64_t micro = s.batch_size / split;
+    list.push_back(make("micro_batch",
+                        fmt::format("micro-batch {} x {} accumulation steps (same effective batch {})", micro,
+                                    s.grad_accum_steps * split, s.batch_size * s.grad_accum_steps),
+                        {fmt::format("batch_size={}", micro), fmt::format("grad_accum_steps={}", s.grad_accum_steps * split)},
+                        fmt::format("{}x more, smaller kernel launches per step (lower GPU utilisation)", split)));
+    list.back().micro_batch = micro;
+  }
+  if (s.optimizer.type == OptimizerType::Adam || s.optimizer.type == OptimizerType::AdamW) {
+    list.push_back(make("adamw8bit", "8-bit AdamW (bitsandbytes; optimizer: adamw8bit)", {"optimizer=adamw8bit"},
+                        "bitsandbytes dependency; close to AdamW in quality for most fine-tuning"));
+    list.push_back(make("adafactor", "Adafactor (factored second moments; optimizer: adafactor)",
+                        {"optimizer=adafactor"}, "different optimizer: may need retuned learning rates"));
+  }
+  if (!s.device.is_cpu) {
+    if (!s.allocator.expandable_segments) {
+      Candidate c = make("expandable_segments", "expandable segments (allocator.expandable_segments: true)",
+                         {"allocator.expandable_segments=true"}, "none measurable");
+      c.allocator_only = true;
+      list.push_back(c);
+    }
+    if (s.allocator.max_split_size == sim::AllocatorConfig::kUnlimited) {
+      for (int mib : {64, 128, 256, 512}) {
+        Candidate c = make("max_split_size_mb", fmt::format("max_split_size_mb: {}", mib),
+                           {fmt::format("allocator.max_split_size_mb={}", mib)}, "none measurable", "max_split_size_mb");
+        c.allocator_only = true;
+        list.push_back(c);
+      }
+    }
+  }
+  if (s.eval.enabled && !s.eval.no_grad) {
+    list.push_back(make("eval_no_grad", "evaluation under torch.no_grad() (eval.no_grad: true)", {"eval.no_grad=true"},
+                        "none"));
+  }
+  // ---- ZeRO / offload (issue 5's parallel: section) --------------------------------------
+  // Only for jobs that already run data-parallel: a single-GPU job has nothing to shard.
+  const ParallelConfig& parallel = s.parallel;
+  if (parallel.engine == ParallelEngine::DeepSpeed && parallel.deepspeed.config_file.empty()) {
+    const ZeroConfig& zero = parallel.deepspeed.zero_optimization;
+    if (zero.stage < 3) {
+      list.push_back(make("zero_stage", fmt::format("DeepSpeed ZeRO stage {}", zero.stage + 1),
+                          {fmt::format("parallel.deepspeed.zero_optimization.stage={}", zero.stage + 1)},
+                          "more collective traffic per step (stage 3 gathers parameters every forward and backward)"));
+    }
+    if (zero.stage >= 1 && zero.offload_optimizer.device == OffloadDevice::None) {
+      list.push_back(make("offload_optimizer", "DeepSpeed optimizer offload to CPU",
+                          {"parallel.deepspeed.zero_optimization.offload_optimizer.device=cpu"},
+                          "the optimizer step runs on the CPU and states cross PCIe every step (see `oomcast plan`'s "
+                          "offload estimate)"));
+    }
+  } else if (parallel.engine == ParallelEngine::Fsdp) {
+    if (parallel.fsdp.sharding_strategy != FsdpSharding::FullShard) {
+      list.push_back(make("zero_stage", "FSDP FULL_SHARD (ZeRO-3-like)", {"parallel.fsdp.sharding_strategy=FULL_SHARD"},
+                          "parameters are all-gathered in forward and again in backward"));
+    }
+    if (!parallel.fsdp.cpu_offload) {
+      list.push_back(make("offload_optimizer", "FSDP CPU offload", {"parallel.fsdp.cpu_offload=true"},
+                          "shards and the optimizer step on the host: PCIe traffic every step"));
+    }
+  }
+  return list;
+}
+
+void simulate(const ScenarioSource& source, const PlannedTrace& baseline_plan, Candidate& c) {
+  FixOutcome& out = c.outcome;
+  try {
+    Scenario changed = source.load(out.overrides);
+    Prediction p = c.allocator_only ? predict_planned(changed, baseline_plan) : predict(changed);
+    out.peak_reserved_after = p.peak_reserved_bytes;
+    out.peak_allocated_after = p.peak_allocated_bytes;
+    out.fits_after = p.fits;
+    if (c.allocator_only) out.alloc_conf = changed.allocator.source_text;
+  } catch (const InputError& error) {
+    out.valid = false;
+    out.error = error.what();
+  }
+}
+
+// The better of two candidates of one group: one that fits beats one that does not; among
+// micro-batch splits that fit, the largest micro-batch (fewest extra steps) wins; otherwise
+// the lower peak.
+bool better(const Candidate& a, const Candidate& b) {
+  if (a.outcome.valid != b.outcome.valid) return a.outcome.valid;
+  if (a.outcome.fits_after != b.outcome.fits_after) return a.outcome.fits_after;
+  if (a.group == "micro_batch" && a.outcome.fits_after) return a.micro_batch > b.micro_batch;
+  return a.outcome.peak_reserved_after < b.outcome.peak_reserved_after;
+}
+
+}  // namespace
+
+std::vector<FixOutcome> simulate_fixes(const ScenarioSource& source, const Scenario& scenario,
+                                       const Prediction& baseline, const PlannedTrace& baseline_plan, size_t jobs) {
+  std::vector<Candidate> candidates = candidates_for(scenario);
+  run_indexed(candidates.size(), jobs, [&](size_t i) { simulate(source, baseline_plan, candidates[i]); });
+  std::map<std::string, Candidate> best;
+  std::vector<std::string> order;
+  for (auto& c : candidates) {
+    c.outcome.peak_reserved_before = baseline.peak_reserved_bytes;
+    c.outcome.peak_allocated_before = baseline.peak_allocated_bytes;
+    auto found = best.find(c.group);
+    if (found == best.end()) {
+      order.push_back(c.group);
+      best.emplace(c.group, c);
+    } else if (better(c, found->second)) {
+      found->second = c;
+    }
+  }
+  std::vector<FixOutcome> fixes;
+  for (const auto& group : order) fixes.push_back(best.at(group).outcome);
+  return fixes;
+}
+
+}  // namespace oomcast::planner

@@ -1,0 +1,175 @@
+// The device profile table. Totals are cudaMemGetInfo totals, which sit below the marketing
+// size (ECC, driver reservations); where a real OOM text or torch.cuda.get_device_properties()
+// output was found, that figure is used and cited. Context sizes are estimates.
+#include "scenario/device_profiles.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "base/edit_distance.h"
+
+namespace oomcast::planner {
+
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+// ../shared/docs/allocator-spec.md §9: CUBLAS_WORKSPACE_CONFIG default ":4096:2:16:8" = 4096 KiB x 2 +
+// 16 KiB x 8 = 8,519,680 B; exactly 32 MiB (":4096:8") when compute capability is 9.0.
+constexpr uint64_t kCublasWorkspaceDefault = 8'519'680;
+constexpr uint64_t kCublasWorkspaceHopper = 32ull << 20;
+
+// ../shared/docs/training-memory-model.md §8: no authoritative per-GPU table exists; with lazy module
+// loading (PyTorch default since 1.13) observed contexts are 287-600 MiB (PR #86509: 287 MB;
+// ptrblck ~300-400 MB; RTX 6000 Ada + torch 2.10: 426 MiB). We take the §8 default, 512 MiB,
+// for every GPU; set device.context_mib to use a measured value.
+constexpr uint64_t kContext = kDefaultContextBytes;
+
+DeviceProfile gpu(const char* name, const char* display_name, uint64_t total_mib, int capability) {
+  DeviceProfile profile;
+  profile.name = name;
+  profile.display_name = display_name;
+  profile.total_bytes = total_mib * kMiB;
+  profile.context_bytes = kContext;
+  profile.cublas_workspace_bytes = default_cublas_workspace_bytes(capability);
+  profile.cublas_workspaces = kTrainingCublasWorkspaces;
+  profile.compute_capability = capability;
+  return profile;
+}
+
+std::vector<DeviceProfile> build_profiles() {
+  std::vector<DeviceProfile> profiles = {
+      // 79.15 GiB: the total most often printed by OOM texts on 80 GB A100s ("GPU 0 has a total
+      // capacity of 79.15 GiB"); ../shared/docs/allocator-spec.md §9 gives 79.10-79.25 GiB for 80 GB parts.
+      gpu("a100-80gb", "A100-80GB", 81'050, 80),
+      // 39.38 GiB: OOM texts on A100-40GB (../shared/docs/allocator-spec.md §9; a DeepSpeed issue prints
+      // "total capacity of 39.38 GiB"). SXM4 boards with other drivers report up to 39.59 GiB
+      // (get_device_properties: 40536MB).
+      gpu("a100-40gb", "A100-40GB", 40'325, 80),
+      // get_device_properties() of "NVIDIA H100 80GB HBM3" (torch 2.7, CUDA 12.8):
+      // total_memory=81089MB = 79.19 GiB, inside the 79.10-79.25 GiB range of OOM texts.
+      gpu("h100-80gb", "H100-80GB", 81'089, 90),
+      // get_device_properties() of "NVIDIA H200" (vLLM log): total_memory=143156MB = 139.80 GiB.
+      gpu("h200", "H200", 143'156, 90),
+      // Estimate: L4 has 24 GB GDDR6 with ECC on by default. OOM texts from 24 GB datacenter
+      // cards with ECC print 22.03-22.06 GiB; we take 22.03 GiB. Not confirmed for an L4.
+      gpu("l4", "L4", 22'559, 89),
+      // get_device_properties() of "Tesla T4" on Colab: total_memory=15109MB = 14.75 GiB, the
+      // capacity Colab OOM texts print.
+      gpu("t4", "T4", 15'109, 75),
+      // 15.77 GiB: OOM texts on 16 GB cards (../shared/docs/allocator-spec.md §9); V100-SXM2-16GB properties
+      // show 16130-16160MB (15.75-15.78 GiB).
+      gpu("v100-16gb", "V100-16GB", 16'149, 70),
+      // 31.75 GiB: OOM texts from V100 32 GB jobs ("31.75 GiB total capacity").
+      gpu("v100-32gb", "V100-32GB", 32'512, 70),
+      // get_device_properties() of "GeForce RTX 3090": total_memory=24268MB = 23.70 GiB
+      // (Hugging Face docs); inside the 23.6-23.7 GiB range of OOM texts.
+      gpu("rtx-3090", "RTX 3090", 24'268, 86),
+      // 23.68 GiB: an OOM text from an RTX 4090 ("23.68 GiB total capacity", CogVideo #36).
+      // One WSL setup reported total_memory=24563MB; we keep the OOM-text figure.
+      gpu("rtx-4090", "RTX 4090", 24'248, 89),
+      // get_device_properties() of "NVIDIA A10G" (AWS g5): total_memory=22587MB = 22.06 GiB.
+      gpu("a10g", "A10G", 22'587, 86),
+  };
+  // Host link and compute peak, for the offload-cost estimate (planner/parallel/offload_cost.cc).
+  // host_link_gbps is the *effective* host<->device copy bandwidth of pinned memory, below
+  // the link's theoretical rate: PCIe 3.0 x16 is 15.75 GB/s theoretical, ~12 GB/s measured;
+  // PCIe 4.0 x16 31.5 GB/s theoretical, ~25 GB/s measured (A100, L4, A10G, RTX 30/40);
+  // PCIe 5.0 x16 63 GB/s theoretical, ~50 GB/s measured (H100/H200 SXM hosts), as reported
+  // by cudaMemcpy bandwidth tests. peak_tflops: dense bf16 (fp16 before sm_80) tensor-core
+  // peak from NVIDIA's data sheets (A100 312, H100/H200 SXM 989, L4 121, T4 65, V100 125,
+  // RTX 3090 71, RTX 4090 165, A10G ~70 as the A10's 125 scaled by AWS's lower clocks).
+  struct LinkAndPeak {
+    const char* name;
+    double host_link_gbps;
+    double peak_tflops;
+  };
+  const LinkAndPeak kLinks[] = {
+      {"a100-80gb", 25.0, 312.0}, {"a100-40gb", 25.0, 312.0}, {"h100-80gb", 50.0, 989.0},
+      {"h200", 50.0, 989.0},      {"l4", 25.0, 121.0},        {"t4", 12.0, 65.0},
+      {"v100-16gb", 12.0, 125.0}, {"v100-32gb", 12.0, 125.0}, {"rtx-3090", 25.0, 71.0},
+      {"rtx-4090", 25.0, 165.0},  {"a10g", 25.0, 70.0}};
+  for (DeviceProfile& profile : profiles) {
+    for (const LinkAndPeak& link : kLinks) {
+      if (profile.name == link.name) {
+        profile.host_link_gbps = link.host_link_gbps;
+        profile.peak_tflops = link.peak_tflops;
+      }
+    }
+  }
+  // cpu: no caching allocator, no rounding, no cuBLAS workspace, no context. Capacity is
+  // effectively unlimited (the verdict is about GPUs); set device.total_gib to check a bound.
+  DeviceProfile cpu;
+  cpu.name = "cpu";
+  cpu.display_name = "cpu";
+  cpu.total_bytes = 1ull << 60;
+  cpu.is_cpu = true;
+  profiles.push_back(cpu);
+  return profiles;
+}
+
+std::string normalized(std::string_view name) {
+  std::string result;
+  for (char c : name) {
+    if (c == '-' || c == '_' || c == ' ') continue;
+    result += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return result;
+}
+
+}  // namespace
+
+uint64_t default_cublas_workspace_bytes(int compute_capability) {
+  return compute_capability == 90 ? kCublasWorkspaceHopper : kCublasWorkspaceDefault;
+}
+
+const std::vector<DeviceProfile>& device_profiles() {
+  static const std::vector<DeviceProfile> profiles = build_profiles();
+  return profiles;
+}
+
+std::vector<std::string> device_profile_names() {
+  std::vector<std::string> names;
+  for (const auto& profile : device_profiles()) names.push_back(profile.name);
+  return names;
+}
+
+const DeviceProfile* find_device_profile(std::string_view name) {
+  std::string wanted = normalized(name);
+  for (const auto& profile : device_profiles()) {
+    if (normalized(profile.name) == wanted) return &profile;
+  }
+  return nullptr;
+}
+
+std::string device_did_you_mean(std::string_view name) {
+  std::string wanted = normalized(name);
+  std::vector<std::string> prefixed;
+  for (const auto& profile : device_profiles()) {
+    if (!wanted.empty() && normalized(profile.name).rfind(wanted, 0) == 0) prefixed.push_back(profile.name);
+  }
+  if (prefixed.size() == 1) return " (did you mean '" + prefixed[0] + "'?)";
+  if (prefixed.size() > 1) {
+    std::string list;
+    for (const auto& candidate : prefixed) list += (list.empty() ? "" : ", ") + candidate;
+    return " (did you mean one of " + list + "?)";
+  }
+  return did_you_mean(name, device_profile_names());
+}
+
+DeviceConfig device_config_from_profile(const DeviceProfile& profile) {
+  DeviceConfig config;
+  config.profile = profile.name;
+  config.display_name = profile.display_name;
+  config.model.total_bytes = profile.total_bytes;
+  config.model.context_bytes = profile.context_bytes;
+  config.cublas_workspace_bytes = profile.cublas_workspace_bytes;
+  config.cublas_workspaces = profile.cublas_workspaces;
+  config.is_cpu = profile.is_cpu;
+  config.compute_capability = profile.compute_capability;
+  config.host_link_gbps = profile.host_link_gbps;
+  config.peak_tflops = profile.peak_tflops;
+  return config;
+}
+
+}  // namespace oomcast::planner

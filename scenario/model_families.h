@@ -1,0 +1,41 @@
+// The schema of each model family: the dimensions and switches a model YAML or config.json
+// may set, their defaults, and the outputs a training loop may hold. The scenario reader
+// checks models against it; the planner's family builders (planner/families/) read the
+// values through dim() and option_enabled().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scenario/scenario.h"
+
+namespace oomcast::planner::families {
+
+struct DimSpec {
+  const char* name;
+  int64_t default_value;  // 0: required
+  const char* meaning;
+};
+
+struct FamilySpec {
+  const char* name;
+  std::vector<DimSpec> dims;
+  std::vector<std::string> options;  // accepted option keys
+  std::vector<std::string> outputs;  // names the training loop may hold ("loss", "logits")
+};
+
+const std::vector<FamilySpec>& family_specs();
+// Returns nullptr when `name` is not a family.
+const FamilySpec* find_family(const std::string& name);
+
+// The dimension `name` of `model`, or the family default; throws InputError when missing.
+int64_t dim(const ModelConfig& model, const std::string& name);
+bool option_enabled(const ModelConfig& model, const std::string& name, bool default_value);
+
+// The sequence length (image size for vision) used when a scenario gives none.
+int64_t default_sequence_length(const ModelConfig& model);
+// True for families whose inputs are images (seq_len means image size).
+bool is_vision(const ModelConfig& model);
+
+}  // namespace oomcast::planner::families

@@ -1,0 +1,86 @@
+// The scenario's `parallel:` section: data-parallel engine (DDP, FSDP, DeepSpeed ZeRO 0-3),
+// world size, buckets, sharding, prefetch and CPU offload, with each engine's own key names
+// and defaults (../shared/docs/training-memory-model.md §7; docs/scenario-format.md#parallel).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace oomcast::planner {
+
+enum class ParallelEngine { None, Ddp, Fsdp, DeepSpeed };
+enum class FsdpSharding { FullShard, ShardGradOp, NoShard };
+enum class FsdpBackwardPrefetch { BackwardPre, BackwardPost, None };
+enum class FsdpAutoWrap { Block, None };          // one unit per decoder/encoder block, or the whole model
+enum class FloatDtype { Float32, BFloat16, Float16 };
+enum class OffloadDevice { None, Cpu };
+
+// torch.nn.parallel.DistributedDataParallel.
+struct DdpConfig {
+  double bucket_cap_mb = 25.0;                    // DDP's default
+  bool gradient_as_bucket_view = false;           // DDP's default: buckets duplicate .grad
+};
+
+// torch.distributed.fsdp.FullyShardedDataParallel (FSDP1, use_orig_params=False).
+struct FsdpConfig {
+  FsdpSharding sharding_strategy = FsdpSharding::FullShard;
+  FsdpAutoWrap auto_wrap = FsdpAutoWrap::Block;
+  FsdpBackwardPrefetch backward_prefetch = FsdpBackwardPrefetch::BackwardPre;
+  bool forward_prefetch = false;
+  bool limit_all_gathers = true;
+  bool mixed_precision = false;                   // MixedPrecision(...) given
+  FloatDtype param_dtype = FloatDtype::Float32;   // MixedPrecision.param_dtype (gathered params)
+  FloatDtype reduce_dtype = FloatDtype::Float32;  // MixedPrecision.reduce_dtype (reduce-scatter)
+  bool cpu_offload = false;                       // CPUOffload(offload_params=True)
+};
+
+// deepspeed/runtime/zero/offload_config.py: device none|cpu (nvme is not modelled).
+struct ZeroOffloadConfig {
+  OffloadDevice device = OffloadDevice::None;
+  bool pin_memory = false;                        // DeepSpeed's default
+};
+
+// deepspeed/runtime/zero/config.py DeepSpeedZeroConfig, in elements where DeepSpeed counts
+// elements.
+struct ZeroConfig {
+  int stage = 0;
+  int64_t reduce_bucket_size = 500'000'000;
+  int64_t allgather_bucket_size = 500'000'000;
+  int64_t stage3_prefetch_bucket_size = 50'000'000;
+  int64_t stage3_max_live_parameters = 1'000'000'000;
+  int64_t stage3_max_reuse_distance = 1'000'000'000;
+  int64_t stage3_param_persistence_threshold = 100'000;
+  int64_t sub_group_size = 1'000'000'000;
+  bool contiguous_gradients = true;
+  bool overlap_comm = false;                      // resolved: DeepSpeed defaults it to (stage == 3)
+  ZeroOffloadConfig offload_optimizer;
+  ZeroOffloadConfig offload_param;
+};
+
+struct DeepSpeedConfig {
+  ZeroConfig zero_optimization;
+  std::string config_file;                        // the DeepSpeed JSON it came from, if any
+};
+
+struct ParallelConfig {
+  ParallelEngine engine = ParallelEngine::None;
+  int64_t world_size = 1;
+  int64_t gpus_per_node = 1;                      // host memory is shared by the ranks of a node
+  // NCCL's channel buffers: cudaMalloc'd by NCCL, outside the caching allocator
+  // (../shared/docs/training-memory-model.md §8); added to the device's memory held outside the allocator.
+  uint64_t nccl_buffer_bytes = 0;
+  DdpConfig ddp;
+  FsdpConfig fsdp;
+  DeepSpeedConfig deepspeed;
+  // Keys of a DeepSpeed JSON config (or engine options) that are read but not modelled.
+  std::vector<std::string> warnings;
+
+  bool enabled() const { return engine != ParallelEngine::None; }
+};
+
+const char* parallel_engine_name(ParallelEngine engine);
+const char* fsdp_sharding_name(FsdpSharding sharding);
+uint64_t float_dtype_bytes(FloatDtype dtype);
+
+}  // namespace oomcast::planner

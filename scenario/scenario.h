@@ -1,0 +1,93 @@
+// Scenario: one training (or evaluation) job to predict: model, batch, precision,
+// checkpointing, optimizer, loop facts, device and allocator. Loaded from YAML by
+// scenario_loader; docs/scenario-format.md documents every key.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scenario/parallel_config.h"
+#include "sim/allocator_config.h"
+#include "sim/device_model.h"
+
+namespace oomcast::planner {
+
+enum class Precision { Fp32, AmpBf16, AmpFp16, PureBf16 };
+enum class AttentionImpl { Eager, SdpaMath, Flash, MemEfficient };
+enum class CheckpointMode { None, Full, EveryN, Selective };
+enum class OptimizerType { Sgd, Adam, AdamW, Adafactor, AdamW8bit };
+enum class OptimizerImpl { SingleTensor, Foreach, Fused };
+
+// A model description after resolution (preset name, model YAML or HF config.json).
+// `dims` holds the family's dimensions by name; each family documents the names it reads
+// (e.g. gpt2: layers, hidden, heads, vocab, max_positions; llama: + kv_heads, ffn_hidden).
+struct ModelConfig {
+  std::string name;                     // "gpt2", "llama-2-7b", ...
+  std::string family;                   // gpt2 | llama | bert | vit | resnet | mlp
+  std::map<std::string, int64_t> dims;
+  std::map<std::string, std::string> options;  // family switches, e.g. tied_embeddings: "true"
+  std::string source;                   // file it came from, for errors
+};
+
+struct CheckpointConfig {
+  CheckpointMode mode = CheckpointMode::None;
+  int64_t every_n = 1;                          // EveryN: checkpoint one block in every n
+  std::vector<std::string> recompute_ops;       // Selective: op kinds recomputed in backward
+};
+
+struct OptimizerConfig {
+  OptimizerType type = OptimizerType::AdamW;
+  OptimizerImpl impl = OptimizerImpl::Foreach;
+  double momentum = 0.0;                        // SGD; 0 = no momentum buffer
+  bool amsgrad = false;
+};
+
+// Facts of the training loop that move the peak (../shared/docs/training-memory-model.md §10).
+struct TrainingLoopConfig {
+  bool zero_grad_set_to_none = true;
+  bool zero_grad_before_forward = false;        // else after optimizer.step()
+  std::vector<std::string> caller_held_outputs = {"loss"};  // kept alive until rebinding next iteration
+  bool keep_losses_across_iterations = false;   // losses appended to a list without .item()
+};
+
+struct EvalConfig {
+  bool enabled = false;
+  int64_t batches = 1;                          // evaluation batches after each training iteration
+  bool no_grad = true;                          // false: evaluation under grad mode (a leak pattern)
+  bool accumulate_loss_without_item = false;    // eval losses summed as tensors (keeps graphs alive without no_grad)
+};
+
+struct DeviceConfig {
+  std::string profile;                          // "a100-80gb", ..., "cpu", or "custom"
+  sim::DeviceModel model;                       // total memory, context, other processes, fraction
+  uint64_t cublas_workspace_bytes = 0;          // per workspace; 0 on cpu
+  int64_t cublas_workspaces = 0;                // 2 for a process that runs backward (spec §14 C5)
+  bool is_cpu = false;                          // no rounding, no workspace, no context
+  std::string display_name;                     // "A100-80GB", for reports
+  int compute_capability = 0;                   // 80 = sm_80; decides flash/bf16 support; 0 on cpu
+  double host_link_gbps = 0.0;                  // effective host<->GPU bandwidth, GB/s (offload cost)
+  double peak_tflops = 0.0;                     // dense 16-bit tensor-core peak (compute-time estimate)
+};
+
+struct Scenario {
+  std::string source_path;
+  ModelConfig model;
+  int64_t batch_size = 1;
+  int64_t seq_len = 0;                          // image size for vision models
+  int64_t grad_accum_steps = 1;
+  int64_t iterations = 3;
+  Precision precision = Precision::Fp32;
+  AttentionImpl attention = AttentionImpl::SdpaMath;
+  double dropout = 0.0;
+  CheckpointConfig checkpointing;
+  OptimizerConfig optimizer;
+  TrainingLoopConfig loop;
+  EvalConfig eval;
+  DeviceConfig device;
+  sim::AllocatorConfig allocator;
+  ParallelConfig parallel;                      // data parallel: one rank of the job is planned
+};
+
+}  // namespace oomcast::planner

@@ -1,0 +1,537 @@
+// Scenario YAML -> Scenario. One reader per section, in the order of
+// docs/scenario-format.md; cross-section rules (flash needs 16-bit, bf16 needs sm_80) are
+// checked last so each section's own errors come first.
+#include "scenario/scenario_loader.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <utility>
+
+#include "base/edit_distance.h"
+#include "base/input_error.h"
+#include "scenario/device_profiles.h"
+#include "scenario/model_families.h"
+#include "scenario/op_kind.h"
+#include "scenario/model_catalog.h"
+#include "scenario/parallel_config_loader.h"
+#include "scenario/yaml_reader.h"
+#include "sim/allocator_config.h"
+
+namespace oomcast::planner {
+
+namespace {
+
+constexpr int64_t kMaxCount = int64_t{1} << 40;
+
+template <typename Enum>
+struct Named {
+  const char* name;
+  Enum value;
+};
+
+const Named<Precision> kPrecisions[] = {
+    {"fp32", Precision::Fp32}, {"amp_bf16", Precision::AmpBf16}, {"amp_fp16", Precision::AmpFp16},
+    {"pure_bf16", Precision::PureBf16}};
+const Named<AttentionImpl> kAttentions[] = {
+    {"eager", AttentionImpl::Eager}, {"sdpa_math", AttentionImpl::SdpaMath}, {"flash", AttentionImpl::Flash},
+    {"mem_efficient", AttentionImpl::MemEfficient}};
+const Named<CheckpointMode> kCheckpointModes[] = {
+    {"none", CheckpointMode::None}, {"full", CheckpointMode::Full}, {"every_n", CheckpointMode::EveryN},
+    {"selective", CheckpointMode::Selective}};
+const Named<OptimizerType> kOptimizerTypes[] = {
+    {"sgd", OptimizerType::Sgd}, {"adam", OptimizerType::Adam}, {"adamw", OptimizerType::AdamW},
+    {"adafactor", OptimizerType::Adafactor}, {"adamw8bit", OptimizerType::AdamW8bit}};
+const Named<OptimizerImpl> kOptimizerImpls[] = {
+    {"single_tensor", OptimizerImpl::SingleTensor}, {"foreach", OptimizerImpl::Foreach},
+    {"fused", OptimizerImpl::Fused}};
+
+template <typename Enum, size_t N>
+std::vector<std::string> names_of(const Named<Enum> (&table)[N]) {
+  std::vector<std::string> names;
+  for (const auto& entry : table) names.push_back(entry.name);
+  return names;
+}
+
+template <typename Enum, size_t N>
+Enum value_of(const Named<Enum> (&table)[N], const std::string& name) {
+  for (const auto& entry : table) {
+    if (name == entry.name) return entry.value;
+  }
+  return table[0].value;  // unreachable: callers pass names validated by as_choice
+}
+
+template <typename Enum, size_t N>
+const char* name_of(const Named<Enum> (&table)[N], Enum value) {
+  for (const auto& entry : table) {
+    if (entry.value == value) return entry.name;
+  }
+  return "?";
+}
+
+template <typename Enum, size_t N>
+Enum read_choice(const YamlNode& node, const Named<Enum> (&table)[N]) {
+  return value_of(table, node.as_choice(names_of(table)));
+}
+
+const std::vector<std::string> kTopLevelKeys = {
+    "description", "model", "batch_size", "seq_len", "image_size", "grad_accum_steps",
+    "iterations", "precision", "attention", "dropout", "checkpointing", "optimizer",
+    "training_loop", "eval", "device", "allocator", "parallel"};
+
+bool looks_like_path(const std::string& reference) {
+  auto ends_with = [&](const char* suffix) {
+    std::string s(suffix);
+    return reference.size() >= s.size() && reference.compare(reference.size() - s.size(), s.size(), s) == 0;
+  };
+  return reference.find('/') != std::string::npos || ends_with(".yaml") || ends_with(".yml") ||
+         ends_with(".json");
+}
+
+// Sections that may be written as one scalar, and the key that scalar stands for.
+std::string shorthand_key(const std::string& path, const std::string& scalar) {
+  if (path == "model") return looks_like_path(scalar) ? "path" : "preset";
+  if (path == "device") return "profile";
+  if (path == "allocator") return "conf";
+  if (path == "optimizer") return "type";
+  if (path == "checkpointing") return "mode";
+  if (path == "eval") return "enabled";
+  return "";
+}
+
+std::string lowercase(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// A family switch as the families read it: booleans in any YAML spelling become "true"/"false".
+std::string option_text(const YamlNode& value) {
+  std::string text = value.as_string();
+  std::string lowered = lowercase(text);
+  if (lowered == "true" || lowered == "yes" || lowered == "on") return "true";
+  if (lowered == "false" || lowered == "no" || lowered == "off") return "false";
+  return text;
+}
+
+// ---- model ------------------------------------------------------------------------------
+
+ModelConfig read_model(const YamlNode& node, const std::string& base_dir) {
+  if (node.is_missing()) node.fail("missing required key 'model'");
+  YamlNode reference_node = node;
+  if (node.is_map()) {
+    YamlNode preset = node.child("preset");
+    YamlNode path = node.child("path");
+    if (!preset.is_missing() && !path.is_missing()) path.fail("'model' takes 'preset' or 'path', not both");
+    if (preset.is_missing() && path.is_missing()) {
+      node.fail("'model' needs 'preset' (a name from models/) or 'path' (a model YAML or config.json)");
+    }
+    reference_node = preset.is_missing() ? path : preset;
+  }
+  const std::string reference = reference_node.as_string();
+  if (reference_node.key() != "path" && !looks_like_path(reference)) {
+    std::vector<std::string> presets = preset_names();
+    if (!presets.empty() && std::find(presets.begin(), presets.end(), reference) == presets.end()) {
+      reference_node.fail("unknown model preset '" + reference + "'" + did_you_mean(reference, presets));
+    }
+  }
+  ModelConfig model;
+  try {
+    model = resolve_model(reference, base_dir);
+  } catch (const InputError& error) {
+    if (!error.where().file.empty()) throw;  // the error is inside the model file itself
+    reference_node.fail(error.message());
+  }
+  if (!node.is_map()) return model;
+
+  // Every other key of the map overrides one of the family's dimensions or switches.
+  const families::FamilySpec* family = families::find_family(model.family);
+  std::vector<std::string> dims;
+  std::vector<std::string> allowed = {"preset", "path"};
+  for (const auto& [name, value] : model.dims) dims.push_back(name);
+  if (family) {
+    for (const auto& spec : family->dims) dims.push_back(spec.name);
+    allowed.insert(allowed.end(), family->options.begin(), family->options.end());
+  }
+  allowed.insert(allowed.end(), dims.begin(), dims.end());
+  node.reject_unknown_keys(allowed);
+  for (const auto& key : node.keys()) {
+    if (key == "preset" || key == "path") continue;
+    YamlNode value = node.child(key);
+    if (std::find(dims.begin(), dims.end(), key) != dims.end()) {
+      model.dims[key] = value.as_integer(1, kMaxCount);
+    } else {
+      model.options[key] = option_text(value);
+    }
+  }
+  return model;
+}
+
+// ---- training knobs ---------------------------------------------------------------------
+
+CheckpointConfig read_checkpointing(const YamlNode& node) {
+  CheckpointConfig config;
+  if (node.is_missing()) return config;
+  if (node.is_scalar()) {
+    config.mode = read_choice(node, kCheckpointModes);
+    if (config.mode == CheckpointMode::Selective) node.fail("checkpointing mode 'selective' needs a 'recompute' list");
+    return config;
+  }
+  node.reject_unknown_keys({"mode", "every_n", "recompute"});
+  YamlNode mode = node.child("mode");
+  if (!mode.is_missing()) config.mode = read_choice(mode, kCheckpointModes);
+  YamlNode every_n = node.child("every_n");
+  if (!every_n.is_missing()) {
+    if (config.mode != CheckpointMode::EveryN) every_n.fail("'checkpointing.every_n' applies only to mode every_n");
+    config.every_n = every_n.as_integer(1, kMaxCount);
+  } else if (config.mode == CheckpointMode::EveryN) {
+    node.fail("checkpointing mode 'every_n' needs 'every_n' (checkpoint one block in every n)");
+  }
+  YamlNode recompute = node.child("recompute");
+  if (!recompute.is_missing()) {
+    if (config.mode != CheckpointMode::Selective) {
+      recompute.fail("'checkpointing.recompute' applies only to mode selective");
+    }
+    std::vector<YamlNode> items = recompute.is_scalar() ? std::vector<YamlNode>{recompute} : recompute.items();
+    for (const auto& item : items) config.recompute_ops.push_back(item.as_choice(op_kind_names()));
+  }
+  if (config.mode == CheckpointMode::Selective && config.recompute_ops.empty()) {
+    node.fail("checkpointing mode 'selective' needs a 'recompute' list of op kinds");
+  }
+  return config;
+}
+
+OptimizerConfig read_optimizer(const YamlNode& node, bool on_cpu) {
+  OptimizerConfig config;
+  // PyTorch's default implementation: foreach when every parameter is on a GPU, otherwise
+  // the per-tensor loop (torch/optim/optimizer.py, _default_to_fused_or_foreach).
+  config.impl = on_cpu ? OptimizerImpl::SingleTensor : OptimizerImpl::Foreach;
+  if (node.is_missing()) return config;
+  if (node.is_scalar()) {
+    config.type = read_choice(node, kOptimizerTypes);
+    return config;
+  }
+  node.reject_unknown_keys({"type", "impl", "momentum", "amsgrad"});
+  YamlNode type = node.child("type");
+  if (!type.is_missing()) config.type = read_choice(type, kOptimizerTypes);
+  const std::string type_name = optimizer_type_name(config.type);
+  YamlNode impl = node.child("impl");
+  if (!impl.is_missing()) {
+    if (config.type == OptimizerType::AdamW8bit) impl.fail("'optimizer.impl' does not apply to adamw8bit (bitsandbytes has one kernel)");
+    config.impl = read_choice(impl, kOptimizerImpls);
+    if (config.impl == OptimizerImpl::Fused && config.type == OptimizerType::Adafactor) {
+      impl.fail("torch.optim.Adafactor has no fused implementation (use foreach or single_tensor)");
+    }
+  }
+  YamlNode momentum = node.child("momentum");
+  if (!momentum.is_missing()) {
+    if (config.type != OptimizerType::Sgd) momentum.fail("'optimizer.momentum' applies only to sgd, not " + type_name);
+    config.momentum = momentum.as_number(0.0, 0.999999);
+  }
+  YamlNode amsgrad = node.child("amsgrad");
+  if (!amsgrad.is_missing()) {
+    if (config.type != OptimizerType::Adam && config.type != OptimizerType::AdamW) {
+      amsgrad.fail("'optimizer.amsgrad' applies only to adam and adamw, not " + type_name);
+    }
+    config.amsgrad = amsgrad.as_bool();
+  }
+  return config;
+}
+
+TrainingLoopConfig read_training_loop(const YamlNode& node, const ModelConfig& model) {
+  const families::FamilySpec* family = families::find_family(model.family);
+  const std::vector<std::string> outputs = family ? family->outputs : std::vector<std::string>{"loss", "logits"};
+  TrainingLoopConfig config;
+  node.reject_unknown_keys({"zero_grad", "zero_grad_position", "caller_held_outputs",
+                            "keep_losses_across_iterations"});
+  config.zero_grad_set_to_none =
+      node.choice_or("zero_grad", "set_to_none", {"set_to_none", "zero"}) == "set_to_none";
+  config.zero_grad_before_forward =
+      node.choice_or("zero_grad_position", "after_step", {"after_step", "before_forward"}) == "before_forward";
+  YamlNode held = node.child("caller_held_outputs");
+  if (!held.is_missing()) {
+    config.caller_held_outputs.clear();
+    std::vector<YamlNode> items = held.is_scalar() ? std::vector<YamlNode>{held} : held.items();
+    for (const auto& item : items) config.caller_held_outputs.push_back(item.as_choice(outputs));
+  }
+  config.keep_losses_across_iterations = node.bool_or("keep_losses_across_iterations", false);
+  return config;
+}
+
+EvalConfig read_eval(const YamlNode& node) {
+  EvalConfig config;
+  if (node.is_missing()) return config;
+  if (node.is_scalar()) {
+    config.enabled = node.as_bool();
+    return config;
+  }
+  node.reject_unknown_keys({"enabled", "batches", "no_grad", "accumulate_loss_without_item"});
+  config.enabled = node.bool_or("enabled", true);  // writing the section asks for evaluation
+  config.batches = node.integer_or("batches", 1, 1, kMaxCount);
+  config.no_grad = node.bool_or("no_grad", true);
+  config.accumulate_loss_without_item = node.bool_or("accumulate_loss_without_item", false);
+  return config;
+}
+
+// ---- device and allocator ---------------------------------------------------------------
+
+uint64_t scaled_bytes(double amount, double unit) { return static_cast<uint64_t>(std::llround(amount * unit)); }
+
+std::string join(const std::vector<std::string>& words) {
+  std::string text;
+  for (const auto& word : words) text += (text.empty() ? "" : ", ") + word;
+  return text;
+}
+
+DeviceConfig read_device(const YamlNode& node) {
+  const DeviceProfile* default_profile = find_device_profile("a100-80gb");
+  if (node.is_missing()) return device_config_from_profile(*default_profile);
+  YamlNode profile_node = node;
+  if (node.is_map()) {
+    node.reject_unknown_keys({"profile", "total_gib", "context_mib", "other_processes_mib",
+                              "cublas_workspace_bytes", "cublas_workspaces", "compute_capability",
+                              "gpu_index"});
+    profile_node = node.child("profile");
+  }
+  DeviceConfig config;
+  if (!profile_node.is_missing()) {
+    std::string name = profile_node.as_string();
+    const DeviceProfile* profile = find_device_profile(name);
+    if (!profile) {
+      profile_node.fail("unknown device profile '" + name + "'" + device_did_you_mean(name) + "; known: " +
+                        join(device_profile_names()));
+    }
+    config = device_config_from_profile(*profile);
+  } else {
+    // A custom GPU: the total is required, everything else defaults like a generic sm_80 card.
+    config.profile = "custom";
+    config.display_name = "custom GPU";
+    config.compute_capability = 80;
+    config.model.context_bytes = kDefaultContextBytes;
+    config.cublas_workspaces = kTrainingCublasWorkspaces;
+    if (node.child("total_gib").is_missing()) {
+      node.fail("'device' needs 'profile' (one of the known GPUs) or 'total_gib' for a custom GPU");
+    }
+  }
+  if (!node.is_map()) return config;
+
+  if (config.is_cpu) {
+    for (const char* key : {"context_mib", "other_processes_mib", "cublas_workspace_bytes",
+                            "cublas_workspaces", "compute_capability", "gpu_index"}) {
+      YamlNode value = node.child(key);
+      if (!value.is_missing()) value.fail("'device." + std::string(key) + "' does not apply to the cpu device");
+    }
+  }
+  YamlNode capability = node.child("compute_capability");
+  if (!capability.is_missing()) {
+    config.compute_capability = static_cast<int>(std::lround(capability.as_number(3.0, 20.0) * 10));
+  }
+  if (config.profile == "custom") {
+    config.cublas_workspace_bytes = default_cublas_workspace_bytes(config.compute_capability);
+  }
+  YamlNode total = node.child("total_gib");
+  if (!total.is_missing()) config.model.total_bytes = scaled_bytes(total.as_number(0.001, 1 << 20), 1ull << 30);
+  YamlNode context = node.child("context_mib");
+  if (!context.is_missing()) config.model.context_bytes = scaled_bytes(context.as_number(0, 1 << 20), 1ull << 20);
+  YamlNode others = node.child("other_processes_mib");
+  if (!others.is_missing()) config.model.other_process_bytes = scaled_bytes(others.as_number(0, 1 << 30), 1ull << 20);
+  config.cublas_workspace_bytes = static_cast<uint64_t>(
+      node.integer_or("cublas_workspace_bytes", static_cast<int64_t>(config.cublas_workspace_bytes), 0, kMaxCount));
+  config.cublas_workspaces = node.integer_or("cublas_workspaces", config.cublas_workspaces, 0, 64);
+  config.model.device_index = static_cast<int>(node.integer_or("gpu_index", 0, 0, 1023));
+  return config;
+}
+
+// "2.6" -> 206.
+sim::TorchVersion read_torch_version(const YamlNode& node) {
+  std::string text = node.as_string();
+  size_t dot = text.find('.');
+  try {
+    if (dot != std::string::npos) {
+      size_t used_major = 0, used_minor = 0;
+      int major = std::stoi(text.substr(0, dot), &used_major);
+      std::string minor_text = text.substr(dot + 1);
+      int minor = std::stoi(minor_text, &used_minor);
+      if (used_major == dot && used_minor == minor_text.size() && major >= 1 && minor >= 0 && minor < 100) {
+        return major * 100 + minor;
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  node.fail("'allocator.torch_version' must be a PyTorch release such as \"2.6\", got '" + text + "'");
+}
+
+// Builds one PYTORCH_CUDA_ALLOC_CONF string from the section, because PyTorch's parser resets
+// max_split_size, the roundup table and the GC threshold on every parse: the keys must be
+// parsed together. An error in the string is reported at the YAML key that produced it.
+sim::AllocatorConfig read_allocator(const YamlNode& node, DeviceConfig& device) {
+  sim::AllocatorConfig base;
+  if (node.is_missing()) return base;
+  std::string conf;
+  YamlNode conf_node = node;
+  auto append = [&conf](const std::string& option) { conf += (conf.empty() ? "" : ",") + option; };
+  if (node.is_scalar()) {
+    conf = node.as_string();
+  } else {
+    node.reject_unknown_keys({"conf", "expandable_segments", "max_split_size_mb", "roundup_power2_divisions",
+                              "garbage_collection_threshold", "memory_fraction", "torch_version"});
+    conf_node = node.child("conf");
+    if (!conf_node.is_missing()) conf = conf_node.as_string();
+    YamlNode version = node.child("torch_version");
+    if (!version.is_missing()) base.torch_version = read_torch_version(version);
+    YamlNode expandable = node.child("expandable_segments");
+    if (!expandable.is_missing()) append(std::string("expandable_segments:") + (expandable.as_bool() ? "True" : "False"));
+    YamlNode split = node.child("max_split_size_mb");
+    if (!split.is_missing()) append("max_split_size_mb:" + std::to_string(split.as_integer(0, kMaxCount)));
+    YamlNode roundup = node.child("roundup_power2_divisions");
+    if (roundup.is_map()) {
+      // {256: 1, 512: 2, ">": 8} -> roundup_power2_divisions:[256:1,512:2,>:8]
+      std::string list;
+      for (const auto& key : roundup.keys()) {
+        list += (list.empty() ? "" : ",") + key + ":" + std::to_string(roundup.child(key).as_integer(0, 1 << 20));
+      }
+      append("roundup_power2_divisions:[" + list + "]");
+    } else if (!roundup.is_missing()) {
+      append("roundup_power2_divisions:" + std::to_string(roundup.as_integer(0, 1 << 20)));
+    }
+    YamlNode gc = node.child("garbage_collection_threshold");
+    if (!gc.is_missing()) {
+      // Formatted with enough digits that PyTorch's own range check sees the written value.
+      char text[32];
+      std::snprintf(text, sizeof text, "%.17g", gc.as_number(-1e9, 1e9));
+      append(std::string("garbage_collection_threshold:") + text);
+    }
+    YamlNode fraction = node.child("memory_fraction");
+    if (!fraction.is_missing()) {
+      double value = fraction.as_number(0.0, 1.0);
+      if (value <= 0.0) fraction.fail("'allocator.memory_fraction' must be above 0, got " + std::to_string(value));
+      device.model.memory_fraction = value;
+    }
+  }
+  if (conf.empty()) return base;
+  try {
+    sim::AllocatorConfig config = sim::parse_alloc_conf(conf, base);
+    config.source_text = conf;
+    return config;
+  } catch (const InputError& error) {
+    YamlNode culprit = node.is_map() ? node.child(error.key()) : node;
+    if (culprit.is_missing()) culprit = conf_node.is_missing() ? node : conf_node;
+    culprit.fail(error.message());
+  }
+}
+
+// ---- cross-section rules ----------------------------------------------------------------
+
+std::string capability_text(int capability) {
+  return std::to_string(capability / 10) + "." + std::to_string(capability % 10);
+}
+
+void check_device_support(const YamlNode& root, const Scenario& scenario) {
+  const DeviceConfig& device = scenario.device;
+  if (device.is_cpu) return;
+  bool bf16 = scenario.precision == Precision::AmpBf16 || scenario.precision == Precision::PureBf16;
+  if (bf16 && device.compute_capability < 80) {
+    root.child("precision").fail(std::string("'precision' ") + precision_name(scenario.precision) +
+                                 " needs bfloat16 support (compute capability 8.0+); " + device.profile +
+                                 " is " + capability_text(device.compute_capability));
+  }
+  if (scenario.attention == AttentionImpl::Flash) {
+    YamlNode attention = root.child("attention");
+    if (scenario.precision == Precision::Fp32) {
+      attention.fail("'attention' flash needs a 16-bit precision (amp_bf16, amp_fp16 or pure_bf16): "
+                     "PyTorch's flash kernel has no fp32 path");
+    }
+    if (device.compute_capability < 80) {
+      attention.fail("'attention' flash needs compute capability 8.0+; " + device.profile + " is " +
+                     capability_text(device.compute_capability));
+    }
+  }
+}
+
+// What F.scaled_dot_product_attention picks when the scenario does not say: flash for 16-bit
+// inputs on sm_80+, the memory-efficient kernel otherwise on a GPU, flash on a CPU (its CPU
+// flash kernel, PyTorch 2.2+).
+AttentionImpl default_attention(const Scenario& scenario) {
+  if (scenario.device.is_cpu) return AttentionImpl::Flash;
+  bool half = scenario.precision != Precision::Fp32;
+  return half && scenario.device.compute_capability >= 80 ? AttentionImpl::Flash : AttentionImpl::MemEfficient;
+}
+
+Scenario read_scenario(const YamlDocument& document) {
+  YamlNode root = document.root();
+  if (!root.is_map()) root.fail("a scenario must be a map of keys (model, batch_size, ...), got " +
+                                std::string(root.is_sequence() ? "a list" : root.is_scalar() ? "one value" : "nothing"));
+  root.reject_unknown_keys(kTopLevelKeys);
+
+  Scenario scenario;
+  scenario.source_path = document.path();
+  root.string_or("description", "");
+  std::string base_dir = std::filesystem::path(document.path()).parent_path().string();
+  if (base_dir.empty()) base_dir = ".";
+  scenario.model = read_model(root.child("model"), base_dir);
+
+  scenario.batch_size = root.child("batch_size").as_integer(1, 1 << 24);
+  YamlNode seq_len = root.child("seq_len");
+  YamlNode image_size = root.child("image_size");
+  const ModelConfig& model = scenario.model;
+  if (families::is_vision(model)) {
+    if (!seq_len.is_missing()) seq_len.fail("vision model '" + model.name + "' takes 'image_size', not 'seq_len'");
+    int64_t model_size = families::default_sequence_length(model);
+    scenario.seq_len = root.integer_or("image_size", model_size, 1, 1 << 16);
+    if (model.family == "vit" && scenario.seq_len != model_size) {
+      // torchvision's VisionTransformer asserts the input is exactly its configured size.
+      image_size.fail("'image_size' " + std::to_string(scenario.seq_len) + " does not match " + model.name +
+                      ", built for " + std::to_string(model_size) + "x" + std::to_string(model_size) +
+                      " images (set model.image_size to change the model)");
+    }
+  } else {
+    if (!image_size.is_missing()) image_size.fail("model '" + model.name + "' takes 'seq_len', not 'image_size'");
+    scenario.seq_len = model.family == "mlp" ? root.integer_or("seq_len", 1, 1, 1 << 24) : seq_len.as_integer(1, 1 << 24);
+    // Learned position tables (GPT-2, BERT) have no row past max_positions; RoPE models do not stop there.
+    if (model.family == "gpt2" || model.family == "bert") {
+      int64_t max_positions = families::dim(model, "max_positions");
+      if (scenario.seq_len > max_positions) {
+        seq_len.fail("'seq_len' " + std::to_string(scenario.seq_len) + " exceeds the model's max_positions " +
+                     std::to_string(max_positions) + " (its position embedding has no more rows)");
+      }
+    }
+  }
+  scenario.grad_accum_steps = root.integer_or("grad_accum_steps", 1, 1, 1 << 20);
+  scenario.iterations = root.integer_or("iterations", 3, 1, 1000);
+  YamlNode precision = root.child("precision");
+  if (!precision.is_missing()) scenario.precision = read_choice(precision, kPrecisions);
+  scenario.dropout = root.number_or("dropout", 0.0, 0.0, 0.999999);
+
+  scenario.device = read_device(root.child("device"));
+  scenario.allocator = read_allocator(root.child("allocator"), scenario.device);
+  YamlNode attention = root.child("attention");
+  scenario.attention = attention.is_missing() ? default_attention(scenario) : read_choice(attention, kAttentions);
+  scenario.checkpointing = read_checkpointing(root.child("checkpointing"));
+  scenario.optimizer = read_optimizer(root.child("optimizer"), scenario.device.is_cpu);
+  scenario.loop = read_training_loop(root.child("training_loop"), scenario.model);
+  scenario.eval = read_eval(root.child("eval"));
+  read_parallel_section(root, base_dir, scenario);  // planner/parallel_config_loader.cc
+  check_device_support(root, scenario);
+  return scenario;
+}
+
+}  // namespace
+
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  return read_scenario(YamlDocument::load_file(path, overrides, shorthand_key));
+}
+
+Scenario load_scenario_text(const std::string& text, const std::string& path,
+                            const std::vector<std::string>& overrides) {
+  return read_scenario(YamlDocument::parse(text, path, overrides, shorthand_key));
+}
+
+const char* precision_name(Precision precision) { return name_of(kPrecisions, precision); }
+const char* attention_name(AttentionImpl attention) { return name_of(kAttentions, attention); }
+const char* checkpoint_mode_name(CheckpointMode mode) { return name_of(kCheckpointModes, mode); }
+const char* optimizer_type_name(OptimizerType type) { return name_of(kOptimizerTypes, type); }
+const char* optimizer_impl_name(OptimizerImpl impl) { return name_of(kOptimizerImpls, impl); }
+
+}  // namespace oomcast::planner
