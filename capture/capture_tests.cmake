@@ -1,0 +1,16 @@
+# The capture's tests (capture/tests/check_capture.py): one per example model file in
+# capture/examples/ and one per bad-input case. Skipped (exit 77) where /usr/bin/python3 has
+# no torch, torchvision or yaml.
+set(OOMCAST_CAPTURE_PYTHON "/usr/bin/python3" CACHE STRING "the python with torch that runs the capture tests")
+file(GLOB OOMCAST_CAPTURE_EXAMPLES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/capture/examples/*.py)
+foreach(example ${OOMCAST_CAPTURE_EXAMPLES})
+  get_filename_component(name ${example} NAME_WE)
+  add_test(NAME capture.example.${name}
+           COMMAND ${OOMCAST_CAPTURE_PYTHON} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture.py example ${name})
+  set_tests_properties(capture.example.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS capture)
+endforeach()
+foreach(case no_model forward_fails data_dependent)
+  add_test(NAME capture.bad.${case}
+           COMMAND ${OOMCAST_CAPTURE_PYTHON} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture.py bad ${case})
+  set_tests_properties(capture.bad.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS capture)
+endforeach()

@@ -1,0 +1,201 @@
+# graph_build.py: turns a recording (with symbolic shapes) into the graph file's document
+# (docs/graph-format.md): parameters, buffers, inputs, the forward as module statements around
+# ops (catalogue ops where capture/op_map.py recognises one, generic ops otherwise), outputs.
+import torch
+
+from op_map import catalogue_statement
+
+FLOATING = {"float32", "float16", "bfloat16", "float64"}
+
+
+def _short(op):
+    return op.split("::", 1)[-1]
+
+
+class GraphBuilder:
+    def __init__(self, rec, shapes, keys):
+        self.rec, self.shapes, self.keys = rec, shapes, keys
+        self.names = {}              # tensor id -> bound name
+        self.generic = {}            # aten op -> count, for the summary
+        self.catalogue = {}
+        self.consumed = set()        # ops folded into a catalogue statement
+        self.uses = self._uses()
+
+    # ---- names and shapes
+    def name(self, tid):
+        if tid not in self.names:
+            self.names[tid] = f"t{tid}"
+        return self.names[tid]
+
+    def shape(self, tid):
+        return list(self.shapes[tid])
+
+    def t(self, tid):
+        return self.rec.tensors[tid]
+
+    def is_scalar_constant(self, tid):
+        r = self.t(tid)
+        return r.kind == "constant" and r.producer < 0 and len(r.shape) == 0
+
+    def _uses(self):
+        uses = {}
+        for op in self.rec.ops:
+            for tid in op.inputs:
+                uses.setdefault(tid, []).append(op.index)
+        return uses
+
+    # ---- top-level sections
+    def parameters(self):
+        out = []
+        for tid in self.rec.parameters:
+            r = self.t(tid)
+            names = self.rec.parameter_names[tid]
+            self.names[tid] = names[0]
+            entry = {"name": names[0], "shape": self.shape(tid)}
+            if r.dtype not in ("float32",):
+                entry["dtype"] = r.dtype
+            if not r.requires_grad:
+                entry["requires_grad"] = False
+            out.append(entry)
+            for alias in names[1:]:
+                out.append({"name": alias, "tied_to": names[0]})
+        return out
+
+    def buffers(self):
+        out = []
+        for tid in self.rec.buffers:
+            r = self.t(tid)
+            self.names[tid] = r.name
+            out.append({"name": r.name, "shape": self.shape(tid),
+                        "dtype": "param" if r.dtype in FLOATING else r.dtype})
+        return out
+
+    def inputs(self):
+        out = []
+        for tid in self.rec.inputs:
+            r = self.t(tid)
+            self.names[tid] = r.name
+            out.append({"name": r.name, "shape": self.shape(tid),
+                        "dtype": "param" if r.dtype in FLOATING else r.dtype})
+        return out
+
+    # ---- the forward: module calls nested around ops
+    def forward(self):
+        calls = [c for c in self.rec.module_calls if c[2] is not None and c[2] > c[1] and c[0] != ""]
+        body, _ = self._range(0, len(self.rec.ops), "", calls, 0)
+        return body
+
+    def _range(self, start, end, parent, calls, ci):
+        """Statements for ops [start, end) inside module `parent`; calls[ci:] are the module
+        calls still to place (in entry order)."""
+        body = []
+        i = start
+        local_names = {}
+        while i < end:
+            while ci < len(calls) and calls[ci][1] < i:
+                ci += 1  # a call that starts inside an op already written (none in practice)
+            if ci < len(calls) and calls[ci][1] == i and calls[ci][2] <= end:
+                path, cstart, cend = calls[ci]
+                inner, ci = self._range(cstart, cend, path, calls, ci + 1)
+                rel = path[len(parent) + 1:] if parent and path.startswith(parent + ".") else path
+                stmt = {"module": rel}
+                stmt.update(self.module_options(path, cstart, cend))
+                stmt["body"] = inner
+                body.append(stmt)
+                i = cend
+                continue
+            op = self.rec.ops[i]
+            if op.phase == "loss" and parent == "":
+                pass
+            if i not in self.consumed:
+                stmt = catalogue_statement(self, op)
+                if stmt is None:
+                    stmt = self.generic_statement(op)
+                    self.generic[op.op] = self.generic.get(op.op, 0) + 1
+                else:
+                    self.catalogue[stmt["op"]] = self.catalogue.get(stmt["op"], 0) + 1
+                base = stmt.get("name") or (stmt["op"] if stmt["op"] != "generic" else _short(op.op))
+                if op.phase == "loss" and parent == "":
+                    base = "loss." + base
+                n = local_names.get(base, 0)
+                local_names[base] = n + 1
+                stmt["name"] = base if n == 0 else f"{base}_{n + 1}"
+                body.append(self._ordered(stmt))
+            i += 1
+        return body, ci
+
+    def module_options(self, path, start, end):
+        return {}
+
+    @staticmethod
+    def _ordered(stmt):
+        order = ["op", "name"]
+        return {k: stmt[k] for k in order if k in stmt} | {k: v for k, v in stmt.items() if k not in order} \
+            if hasattr(dict, "__or__") else dict([(k, stmt[k]) for k in order if k in stmt] +
+                                                 [(k, v) for k, v in stmt.items() if k not in order])
+
+    # ---- generic ops
+    def tensor_inputs(self, op):
+        return [tid for tid in op.inputs if not self.is_scalar_constant(tid)]
+
+    def generic_statement(self, op):
+        inputs = self.tensor_inputs(op)
+        stmt = {"op": "generic", "aten": f"{_short(op.op)}.{op.overload}" if op.overload != "default"
+                else _short(op.op)}
+        stmt["inputs"] = [self.name(t) for t in inputs]
+        float_in = [self.t(t).dtype for t in inputs if self.t(t).dtype in FLOATING]
+        promoted = _promote(float_in) if float_in else None
+        outputs = []
+        aliased = self.t(op.outputs[0]).alias_of if op.outputs else None
+        for oid in op.outputs:
+            r = self.t(oid)
+            entry = {"name": self.name(oid), "shape": self.shape(oid)}
+            base = r.inplace_of if r.inplace_of is not None else r.alias_of
+            if base is not None:
+                entry["view_of"] = self.name(base)
+            elif r.dtype != promoted:
+                entry["dtype"] = r.dtype
+            outputs.append(entry)
+        stmt["outputs"] = outputs
+        saved = [self.name(t) for t in op.saved if not self.is_scalar_constant(t) and t in self.names]
+        if saved:
+            stmt["saves"] = saved
+        stmt["grads"] = [self.grad_rule(op, t, aliased) for t in inputs]
+        return stmt
+
+    def grad_rule(self, op, tid, aliased):
+        r = self.t(tid)
+        if r.dtype not in FLOATING or not r.requires_grad:
+            return "none"
+        if not any(self.t(o).requires_grad for o in op.outputs):
+            return "none"  # no autograd history (empty_like, comparisons, factories)
+        out = self.t(op.outputs[0]) if op.outputs else None
+        if op.view or op.inplace:
+            first = self.tensor_inputs(op)[0]
+            if tid == first and out is not None and _numel(out.shape) == _numel(r.shape):
+                return "pass"
+            return "new"
+        if _short(op.op) in ("add", "sub") and out is not None and out.shape == r.shape \
+                and out.dtype == r.dtype and (tid == self.tensor_inputs(op)[0] or _short(op.op) == "add"):
+            return "pass"
+        return "new"
+
+    def outputs_section(self):
+        out = {"loss": self.name(self.rec.loss)}
+        if self.rec.output is not None:
+            out["logits"] = self.name(self.rec.output)
+        return out
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _promote(dtypes):
+    result = getattr(torch, dtypes[0])
+    for d in dtypes[1:]:
+        result = torch.promote_types(result, getattr(torch, d))
+    return str(result).replace("torch.", "")

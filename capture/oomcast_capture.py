@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""oomcast_capture.py: runs a model file's real PyTorch code (model(), batch(**sizes), loss,
+backward) and writes its layer graph as an oomcast graph file (docs/graph-format.md).
+
+    /usr/bin/python3 capture/oomcast_capture.py MODEL.py -o GRAPH.yaml [--sizes KEY=A,B,C ...]
+
+MODEL.py defines model() (the nn.Module, requires_grad set as it is trained), batch(**sizes)
+(returns (inputs, target); its keyword arguments are scenario sizes: batch_size, seq_len,
+image_size) and optionally loss(output, target) (default: cross-entropy over the last
+dimension) and `sizes = {"image_size": [64, 96, 128]}` (the three values the capture runs each
+size at). capture/README.md says what is captured and the limits.
+"""
+import argparse
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def parse_sizes(items):
+    out = {}
+    for item in items:
+        key, _, values = item.partition("=")
+        try:
+            out[key] = [int(v) for v in values.split(",")]
+        except ValueError:
+            raise SystemExit(f"oomcast_capture: --sizes {item}: expected KEY=A,B,C with integers")
+    return out
+
+
+def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None):
+    """(document, summary) for the model file; raises CaptureError on bad input."""
+    import runner
+    import symbolic
+    from graph_build import GraphBuilder
+    from recorder import CaptureError
+    from repeats import fold_repeats
+
+    user = runner.load_model_file(model_path)
+    keys = runner.size_keys(user)
+    if "batch_size" not in keys:
+        raise CaptureError(f"{model_path}: batch() takes no batch_size keyword argument")
+    if "seq_len" in keys and "image_size" in keys:
+        raise CaptureError(f"{model_path}: batch() takes both seq_len and image_size; a graph file has one of them")
+    declared = dict(getattr(user, "sizes", None) or {})
+    declared.update(declared_sizes or {})
+    plan = symbolic.size_plan(keys, declared)
+    recordings = []
+    t0 = time.time()
+    for sizes in plan:
+        recordings.append(runner.record(user, model_path, sizes))
+    run_s = time.time() - t0
+    base = recordings[0]
+    symbolic.check_same_structure(recordings, plan, _describe_op)
+    shapes = symbolic.symbolic_shapes(recordings, plan, keys, lambda tid: _describe_tensor(base, tid))
+    builder = GraphBuilder(base, shapes, keys)
+    doc = {"oomcast_graph": 1, "name": os.path.splitext(os.path.basename(model_path))[0]}
+    size_defaults = {k: {"default": plan[0][k]} for k in keys if k != "batch_size"}
+    if size_defaults:
+        doc["sizes"] = size_defaults
+    doc["parameters"] = builder.parameters()
+    buffers = builder.buffers()
+    if buffers:
+        doc["buffers"] = buffers
+    doc["inputs"] = builder.inputs()
+    forward = builder.forward()
+    if repeats:
+        forward = fold_repeats(forward, doc)
+    doc["forward"] = forward
+    doc["outputs"] = builder.outputs_section()
+    params = sum(_numel(base.tensors[t].shape) for t in base.parameters)
+    summary = {"parameters": params, "ops": len(base.ops), "runs": len(plan), "run_seconds": run_s,
+               "generic": builder.generic, "catalogue": builder.catalogue, "sizes": keys,
+               "fallback": sorted(set().union(*(r.fallback_ops for r in recordings)))}
+    return doc, summary
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _describe_op(rec, op):
+    return f"{op.op} in {op.module or 'the top level'}"
+
+
+def _describe_tensor(rec, tid):
+    r = rec.tensors[tid]
+    if r.name:
+        return f"{r.kind} {r.name}"
+    if r.producer >= 0:
+        op = rec.ops[r.producer]
+        return f"the output of {op.op} in {op.module or 'the top level'} (op {op.index})"
+    return f"tensor {tid}"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", help="the model file (defines model() and batch(**sizes))")
+    ap.add_argument("-o", "--output", required=True, help="graph file to write (YAML)")
+    ap.add_argument("--sizes", action="append", default=[], metavar="KEY=A,B,C",
+                    help="the three values a size is captured at (default batch_size=2,3,5 "
+                         "seq_len=16,24,40 image_size=64,96,160)")
+    ap.add_argument("--no-repeat", action="store_true", help="write every block out (no repeat folding)")
+    ap.add_argument("-q", "--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+    t0 = time.time()
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("oomcast_capture: error: this python has no torch (use /usr/bin/python3 with python3-torch)",
+              file=sys.stderr)
+        return 2
+    from recorder import CaptureError
+    import yaml_emit
+    try:
+        doc, summary = capture(args.model, parse_sizes(args.sizes), repeats=not args.no_repeat, log=log)
+    except CaptureError as err:
+        print(f"oomcast_capture: error: {err}", file=sys.stderr)
+        return 2
+    import torch
+    header = [f"oomcast graph file captured from {os.path.basename(args.model)} by capture/oomcast_capture.py "
+              f"(torch {torch.__version__})",
+              f"parameters: {summary['parameters']}; sizes: {', '.join(summary['sizes'])}; "
+              f"generic ops: {', '.join(f'{k} x{v}' for k, v in sorted(summary['generic'].items())) or 'none'}"]
+    text = yaml_emit.dump(doc, header)
+    with open(args.output, "w") as f:
+        f.write(text)
+    log(f"{args.model}: {summary['parameters']} parameters, {summary['ops']} ops recorded in "
+        f"{summary['runs']} runs ({summary['run_seconds']:.2f}s); wrote {args.output} "
+        f"({len(text.splitlines())} lines) in {time.time() - t0:.2f}s")
+    if summary["catalogue"]:
+        log("catalogue ops: " + ", ".join(f"{k} x{v}" for k, v in sorted(summary["catalogue"].items())))
+    if summary["generic"]:
+        log("generic ops (no catalogue op; written with their recorded sizes and saves): " +
+            ", ".join(f"{k} x{v}" for k, v in sorted(summary["generic"].items())))
+    if summary["fallback"]:
+        log("ran on CPU copies (no meta kernel in this torch): " + ", ".join(summary["fallback"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

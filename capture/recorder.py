@@ -1,0 +1,404 @@
+# recorder.py: runs one forward + loss + backward of a user's model under a TorchDispatchMode
+# and records, at the dispatcher level (below autograd), every op: its inputs and outputs
+# (shape, dtype, which storage they alias), the module it ran in, and what autograd saved for
+# it (read back from the outputs' grad_fn through saved-tensor hooks). Tensors live on the meta
+# device: every factory call is redirected there whatever `device=` says, so a 4096-wide model
+# needs no real memory; the few ops torch has no meta kernel for run on zero-filled CPU copies.
+import contextlib
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+try:  # torch >= 1.13 keeps the pytree helpers here; they are stable across 1.13 and 2.x
+    from torch.utils._pytree import tree_flatten, tree_map
+except ImportError:  # pragma: no cover
+    raise
+
+META = torch.device("meta")
+
+
+class CaptureError(Exception):
+    """A problem with the user's model file or model; printed as one line, exit code 2."""
+
+
+# Ops whose output shape (or a Python value) depends on the tensors' contents. Tag
+# dynamic_output_shape exists from 1.13 on; the scalar reads have no tag in 1.13.
+_VALUE_READS = {"aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal",
+                "aten::allclose"}
+
+
+def _op_name(func):
+    return str(func.overloadpacket._qualified_op_name) if hasattr(func.overloadpacket, "_qualified_op_name") \
+        else "aten::" + func.overloadpacket.__name__
+
+
+def _overload(func):
+    return getattr(func, "_overloadname", None) or str(func).rsplit(".", 1)[-1]
+
+
+def _is_data_dependent(func, name):
+    if name in _VALUE_READS:
+        return True
+    tags = getattr(func, "tags", None) or []
+    dyn = getattr(torch, "Tag", None)
+    return dyn is not None and getattr(dyn, "dynamic_output_shape", None) in tags
+
+
+def _storage_key(t):
+    """Identity of a tensor's storage; works for meta tensors (no data pointer)."""
+    try:
+        s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    except Exception:
+        return None
+    s = getattr(s, "_storage", s)
+    return getattr(s, "_cdata", None)
+
+
+def _geometry(t):
+    try:
+        return (_storage_key(t), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+    except Exception:
+        return None
+
+
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+class TensorRec:
+    __slots__ = ("id", "shape", "dtype", "storage", "kind", "name", "requires_grad", "producer",
+                 "alias_of", "inplace_of", "dies_at", "contiguous")
+
+    def __init__(self, tid, shape, dtype, kind, name=None):
+        self.id, self.shape, self.dtype, self.kind, self.name = tid, tuple(shape), dtype, kind, name
+        self.storage = tid          # the tensor that owns the storage (itself or a view's base)
+        self.requires_grad = False
+        self.producer = -1          # index of the op that made it (-1: parameter, buffer, input)
+        self.alias_of = None        # view of this tensor
+        self.inplace_of = None      # an in-place op's result: the same storage, a new version
+        self.dies_at = None         # ops recorded when the Python object died (None: outlived the run)
+        self.contiguous = True
+
+
+class OpRec:
+    __slots__ = ("index", "op", "overload", "module", "inputs", "scalars", "outputs", "saved",
+                 "inplace", "view", "grad_inputs", "phase", "args")
+
+    def __init__(self, index, op, overload, module, phase):
+        self.index, self.op, self.overload, self.module, self.phase = index, op, overload, module, phase
+        self.inputs, self.scalars, self.outputs, self.saved = [], [], [], []
+        self.inplace = self.view = False
+        self.grad_inputs = []       # parallel to inputs: whether a gradient flows back to it
+        self.args = {}              # schema argument name -> value (tensors as ("T", id))
+
+
+class Recording:
+    """What one run recorded: tensors, ops in program order, module calls, named tensors."""
+
+    def __init__(self):
+        self.tensors, self.ops, self.module_calls = [], [], []
+        self.parameters, self.buffers, self.inputs = [], [], []   # tensor ids
+        self.parameter_names, self.buffer_names = {}, {}          # id -> [qualified names]
+        self.input_names = {}
+        self.module_types = {}                                    # path -> class name
+        self.output = None
+        self.loss = None
+        self.fallback_ops = set()  # ops that had no meta kernel and ran on CPU copies
+
+
+class Recorder(TorchDispatchMode):
+    """The dispatch mode: redirects factories to meta and records ops while `recording`."""
+
+    def __init__(self, rec):
+        super().__init__()
+        self.rec = rec
+        self.by_impl = {}        # TensorImpl address -> tensor id
+        self.by_geometry = {}    # (storage, offset, shape, strides, dtype) -> latest tensor id
+        self.storage_of = {}     # tensor id -> storage identity while recording
+        self.keep = []           # parameters, buffers, inputs, grad_fn nodes (strong references)
+        self.objects = {}        # tensor id -> weak reference (activations) or the tensor
+        self.modules = []        # stack of module paths
+        self.recording = False
+        self.phase = "forward"
+        self._pending_objects = None
+        self._pending = None     # last op, whose saved tensors are read at the next op
+        self._seen_nodes = set()
+        self._swallowed = set()  # outputs whose autograd-save detach was already skipped
+
+    # ---- tensors
+    def module_path(self):
+        return self.modules[-1] if self.modules else ""
+
+    def lookup(self, t):
+        """The recorded tensor t is: the same TensorImpl, else the latest tensor with the same
+        storage and geometry (autograd unpacks a saved output as a new TensorImpl)."""
+        tid = self.by_impl.get(t._cdata)
+        if tid is not None and self.rec.tensors[tid].shape == tuple(t.shape):
+            return tid
+        tid = self.by_geometry.get(_geometry(t))
+        if tid is not None and self.rec.tensors[tid].shape == tuple(t.shape):
+            return tid
+        return None
+
+    def register(self, t, kind, name=None, producer=-1):
+        tid = len(self.rec.tensors)
+        r = TensorRec(tid, t.shape, _dtype_name(t.dtype), kind, name)
+        r.producer = producer
+        r.requires_grad = bool(t.requires_grad)
+        r.contiguous = bool(t.is_contiguous())
+        self.rec.tensors.append(r)
+        self.by_impl[t._cdata] = tid
+        self.by_geometry[_geometry(t)] = tid
+        self.storage_of[tid] = _storage_key(t)
+        if kind in ("activation", "constant"):
+            # when the Python object dies (its last variable rebound or its frame returned) is
+            # the tensor's lifetime as the program holds it; autograd's saving is separate
+            self.objects[tid] = weakref.ref(t, self._death_callback(tid, t._cdata))
+        else:
+            self.keep.append(t)
+            self.objects[tid] = (lambda obj: (lambda: obj))(t)
+        return tid
+
+    def _death_callback(self, tid, impl):
+        def died(_ref):
+            r = self.rec.tensors[tid]
+            if r.dies_at is None:
+                r.dies_at = (self.phase, len(self.rec.ops))
+            # the address may be reused by a new TensorImpl; a saved tensor unpacked later
+            # is found by its storage and geometry instead
+            for key, table in ((impl, self.by_impl),):
+                if table.get(key) == tid:
+                    del table[key]
+        return died
+
+    def obj(self, tid):
+        return self.objects[tid]()
+
+    def tensor_id(self, t):
+        """Id of a tensor an op reads; one the recording has not seen (made outside the
+        mode: a Python scalar wrapped by autograd, a torch.tensor literal) becomes a constant."""
+        tid = self.lookup(t)
+        if tid is None:
+            tid = self.register(t, "constant")
+        return tid
+
+    # ---- saved tensors: read back from the previous op's grad_fn
+    def resolve_pending(self):
+        op, self._pending = self._pending, None
+        if op is None:
+            return
+        objects, self._pending_objects = self._pending_objects, None
+        # unpacking a saved output dispatches a detach: not part of the program
+        was, self.recording = self.recording, False
+        try:
+            self._resolve(op)
+        finally:
+            self.recording = was
+            del objects
+
+    def _resolve(self, op):
+        for oid in op.outputs:
+            t = self.obj(oid)
+            if t is None:
+                continue
+            self.rec.tensors[oid].requires_grad = bool(t.requires_grad)
+            node = t.grad_fn
+            if node is None or id(node) in self._seen_nodes:
+                continue
+            self._seen_nodes.add(id(node))
+            self.keep.append(node)
+            op.saved.extend(self._saved_of(node, op))
+            op.grad_inputs = self._grad_flows(node, op)
+
+    def _saved_of(self, node, op):
+        ids = []
+        for attr in sorted(a for a in dir(node) if a.startswith("_saved_")):
+            try:
+                value = getattr(node, attr)
+            except Exception:
+                continue
+            for v in (value if isinstance(value, (list, tuple)) else [value]):
+                if isinstance(v, torch.Tensor):
+                    tid = self.lookup(v)
+                    if tid is None and v.numel() > 1:
+                        tid = self.register(v, "constant")
+                    if tid is not None and tid not in ids:
+                        ids.append(tid)
+        return ids
+
+    def _grad_flows(self, node, op):
+        flows = []
+        for tid in op.inputs:
+            flows.append(bool(self.rec.tensors[tid].requires_grad))
+        return flows
+
+    # ---- the dispatch hook
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        name = _op_name(func)
+        if name == "aten::detach" and self._is_autograd_save(args[0]):
+            return func(*args, **kwargs)
+        self.resolve_pending()
+        if _is_data_dependent(func, name):
+            where = f"module {self.module_path()}" if self.module_path() else "the model's forward"
+            raise CaptureError(f"data-dependent shape: {name} in {where} (its result depends on "
+                               f"tensor values, which a graph file cannot express)")
+        schema = func._schema
+        if any(a.name == "device" for a in schema.arguments):
+            kwargs["device"] = META
+        args = tree_map(self._to_meta, args)
+        kwargs = {k: tree_map(self._to_meta, v) for k, v in kwargs.items()}
+        out = None if self.recording else self._meta_backward(name, args)
+        if out is None:
+            try:
+                out = func(*args, **kwargs)
+            except (NotImplementedError, RuntimeError) as err:
+                out = self._cpu_fallback(func, args, kwargs, err)
+        if self.recording:
+            self._record(func, name, schema, args, kwargs, out)
+        return out
+
+    def _is_autograd_save(self, t):
+        """torch 1.13 saves an op's output as output.detach(), dispatched right after the op:
+        not part of the program. One per output of a node that saves results (_saved_result*);
+        a user's detach in that very spot would alias the same storage anyway."""
+        op = self._pending
+        if op is None or t.grad_fn is None:
+            return False
+        tid = self.by_impl.get(t._cdata)
+        if tid is None or tid not in op.outputs or tid in self._swallowed:
+            return False
+        if not any(a.startswith("_saved_result") for a in dir(t.grad_fn)):
+            return False
+        self._swallowed.add(tid)
+        return True
+
+    def _to_meta(self, x):
+        if isinstance(x, torch.Tensor) and x.device.type != "meta":
+            return x.to(META)
+        return x
+
+    def _meta_backward(self, name, args):
+        """Result shapes of backward kernels that torch 1.13 has no meta kernel for (their
+        values are never read): convolution_backward's (grad_input, grad_weight, grad_bias)."""
+        if name == "aten::convolution_backward":
+            grad_out, x, weight, mask = args[0], args[1], args[2], args[-1]
+            like = lambda t: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=META)  # noqa: E731
+            return (like(x) if mask[0] else None, like(weight) if mask[1] else None,
+                    torch.empty(weight.shape[0], dtype=grad_out.dtype, device=META) if mask[2] else None)
+        return None
+
+    def _cpu_fallback(self, func, args, kwargs, err):
+        """Runs an op with no meta kernel on zero-filled CPU tensors of the same shapes and
+        returns meta tensors shaped like its results (values never matter here)."""
+        if "meta" not in str(err).lower() and "overrideable" not in str(err) \
+                and "backend" not in str(err).lower():
+            raise err
+        def to_cpu(x):
+            if isinstance(x, torch.Tensor) and x.device.type == "meta":
+                return torch.zeros(x.shape, dtype=x.dtype).as_strided(x.shape, x.stride()) \
+                    if x.is_contiguous() else torch.zeros(x.shape, dtype=x.dtype)
+            return x
+        cpu_kwargs = dict(kwargs)
+        if "device" in cpu_kwargs:
+            cpu_kwargs["device"] = torch.device("cpu")
+        result = func(*tree_map(to_cpu, args), **{k: tree_map(to_cpu, v) for k, v in cpu_kwargs.items()})
+        self.rec.fallback_ops.add(_op_name(func))
+        return tree_map(lambda y: torch.empty(y.shape, dtype=y.dtype, device=META)
+                        if isinstance(y, torch.Tensor) else y, result)
+
+    def _record(self, func, name, schema, args, kwargs, out):
+        op = OpRec(len(self.rec.ops), name, _overload(func), self.module_path(), self.phase)
+        flat_args, _ = tree_flatten((args, kwargs))
+        for a in flat_args:
+            if isinstance(a, torch.Tensor):
+                op.inputs.append(self.tensor_id(a))
+            elif isinstance(a, (int, float, bool)) or a is None:
+                op.scalars.append(a)
+        for i, a in enumerate(schema.arguments):
+            if i < len(args):
+                value = args[i]
+            elif a.name in kwargs:
+                value = kwargs[a.name]
+            else:
+                value = getattr(a, "default_value", None)
+            op.args[a.name] = self._arg_summary(value)
+        outs, _ = tree_flatten(out)
+        # a result sharing an input's storage is a view of it (or the input written in
+        # place); the schema's alias annotations miss some (_unsafe_view), storages do not
+        input_storages = {}
+        for tid in op.inputs:
+            input_storages.setdefault(self.storage_of.get(tid), tid)
+        for o in outs:
+            if not isinstance(o, torch.Tensor):
+                continue
+            prev = self.by_impl.get(o._cdata)
+            key = _storage_key(o)
+            base = input_storages.get(key) if key is not None else None
+            tid = self.register(o, "activation", producer=op.index)
+            r = self.rec.tensors[tid]
+            if base is not None:
+                r.storage = self.rec.tensors[base].storage
+                if prev is not None and prev in op.inputs:
+                    r.inplace_of = prev
+                    op.inplace = True
+                else:
+                    r.alias_of = base
+                    op.view = True
+            op.outputs.append(tid)
+        self.rec.ops.append(op)
+        self._pending = op
+        self._pending_objects = outs  # alive until the grad_fn is read
+
+    def _arg_summary(self, value):
+        if isinstance(value, torch.Tensor):
+            return ("T", self.tensor_id(value))
+        if isinstance(value, (list, tuple)):
+            return [self._arg_summary(v) for v in value]
+        if isinstance(value, (int, float, bool, str)) or value is None:
+            return value
+        return str(value)
+
+    # ---- module boundaries
+    def attach(self, model):
+        handles = []
+        names = {id(m): n for n, m in model.named_modules()}
+        for mod_name, module in model.named_modules():
+            self.rec.module_types[mod_name] = [c.__name__ for c in type(module).__mro__]
+            handles.append(module.register_forward_pre_hook(self._enter_hook(mod_name)))
+            handles.append(module.register_forward_hook(self._exit_hook(mod_name)))
+        del names
+        return handles
+
+    def _enter_hook(self, path):
+        def hook(module, inputs):
+            self.resolve_pending()
+            self.modules.append(path)
+            if self.recording:
+                self.rec.module_calls.append([path, len(self.rec.ops), None])
+        return hook
+
+    def _exit_hook(self, path):
+        def hook(module, inputs, output):
+            self.resolve_pending()
+            if self.modules and self.modules[-1] == path:
+                self.modules.pop()
+            if self.recording:
+                for call in reversed(self.rec.module_calls):
+                    if call[0] == path and call[2] is None:
+                        call[2] = len(self.rec.ops)
+                        break
+        return hook
+
+
+@contextlib.contextmanager
+def no_cyclic_gc():
+    import gc
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

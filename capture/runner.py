@@ -1,0 +1,211 @@
+# runner.py: loads a user's MODEL.py and runs one training step of it (model(), batch(**sizes),
+# loss, backward, optionally the user's optimizer step) under the Recorder at given sizes.
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+from recorder import CaptureError, Recorder, Recording, no_cyclic_gc
+
+SIZE_KEYS = ("batch_size", "seq_len", "image_size")
+
+
+def load_model_file(path):
+    """Imports MODEL.py as a module; checks that it defines model() and batch()."""
+    if not os.path.isfile(path):
+        raise CaptureError(f"{path}: no such model file")
+    spec = importlib.util.spec_from_file_location("oomcast_user_model", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        raise CaptureError(f"{path}: importing it failed: {_one_line(err)}{_where(err, path)}")
+    for fn in ("model", "batch"):
+        if not callable(getattr(module, fn, None)):
+            raise CaptureError(f"{path}: defines no {fn}() function (a model file needs model() "
+                               f"returning the nn.Module and batch(**sizes) returning (inputs, target))")
+    return module
+
+
+def size_keys(user):
+    """The scenario size keys batch() takes (its keyword arguments among SIZE_KEYS)."""
+    params = inspect.signature(user.batch).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        declared = getattr(user, "sizes", None) or {}
+        return [k for k in SIZE_KEYS if k in declared] or ["batch_size"]
+    return [k for k in SIZE_KEYS if k in params]
+
+
+def _one_line(err):
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _where(err, path):
+    """' (MODEL.py line N)' for the innermost frame of the user's file."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if os.path.abspath(f.filename) == os.path.abspath(path)]
+    return f" ({os.path.basename(path)} line {frames[-1].lineno})" if frames else ""
+
+
+def default_loss(output, target):
+    """Cross-entropy over the last dimension."""
+    return F.cross_entropy(output.reshape(-1, output.shape[-1]), target.reshape(-1))
+
+
+def _call_model(model, inputs):
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (list, tuple)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def _first_tensor(x):
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    if isinstance(x, dict):
+        for v in x.values():
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    return None
+
+
+def _named_tensors(prefix, x):
+    if isinstance(x, torch.Tensor):
+        return [(prefix, x)]
+    out = []
+    if isinstance(x, (list, tuple)):
+        for i, v in enumerate(x):
+            out += _named_tensors(f"{prefix}.{i}", v)
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            out += _named_tensors(f"{prefix}.{k}", v)
+    return out
+
+
+def record(user, path, sizes, run_optimizer=True):
+    """One recorded training step at `sizes`; returns the Recording."""
+    rec = Recording()
+    mode = Recorder(rec)
+    torch.manual_seed(0)
+    with no_cyclic_gc(), mode:
+        try:
+            model = user.model()
+        except CaptureError:
+            raise
+        except Exception as err:
+            raise CaptureError(f"{path}: model() failed: {_one_line(err)}{_where(err, path)}")
+        if not isinstance(model, torch.nn.Module):
+            raise CaptureError(f"{path}: model() returned {type(model).__name__}, not an nn.Module")
+        model.train()
+        _register_state(mode, model)
+        try:
+            inputs, target = user.batch(**sizes)
+        except CaptureError:
+            raise
+        except Exception as err:
+            raise CaptureError(f"{path}: batch({_kw(sizes)}) failed: {_one_line(err)}{_where(err, path)}")
+        for name, t in _named_tensors("inputs", inputs) + _named_tensors("target", target):
+            tid = mode.tensor_id(t)
+            rec.tensors[tid].kind, rec.tensors[tid].name = "input", name
+            rec.inputs.append(tid)
+        handles = mode.attach(model)
+        loss_fn = getattr(user, "loss", None) or default_loss
+        mode.recording = True
+        try:
+            if True:
+                mode.phase = "forward"
+                try:
+                    output = _call_model(model, inputs)
+                except CaptureError as err:
+                    raise CaptureError(f"{path}: {err}{_where(err, path)}")
+                except Exception as err:
+                    raise CaptureError(f"{path}: the forward failed at {_kw(sizes)}"
+                                       f"{' in module ' + mode.module_path() if mode.module_path() else ''}: "
+                                       f"{_one_line(err)}{_where(err, path)}")
+                mode.resolve_pending()
+                out_t = _first_tensor(output)
+                if out_t is None:
+                    raise CaptureError(f"{path}: the model's forward returned no tensor")
+                rec.output = mode.tensor_id(out_t)
+                mode.phase = "loss"
+                mode.modules.append("loss")
+                try:
+                    loss = loss_fn(output, target)
+                except CaptureError:
+                    raise
+                except Exception as err:
+                    raise CaptureError(f"{path}: the loss failed: {_one_line(err)}{_where(err, path)}")
+                mode.modules.pop()
+                mode.resolve_pending()
+                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                    raise CaptureError(f"{path}: the loss is not a one-element tensor")
+                rec.loss = mode.tensor_id(loss)
+            mode.recording = False
+            mode.phase = "backward"
+            try:
+                loss.backward()
+            except CaptureError:
+                raise
+            except Exception as err:
+                raise CaptureError(f"{path}: the backward failed: {_one_line(err)}{_where(err, path)}")
+            missing = [rec.parameter_names[p][0] for p in rec.parameters
+                       if rec.tensors[p].requires_grad and mode.obj(p).grad is None]
+            rec.params_without_grad = missing
+        finally:
+            for h in handles:
+                h.remove()
+    return rec
+
+
+def _kw(sizes):
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def _register_state(mode, model):
+    """Parameters in model.parameters() order (tied ones once, with every name they have) and
+    persistent buffers."""
+    rec = mode.rec
+    for mod_name, module in model.named_modules(remove_duplicate=False) \
+            if "remove_duplicate" in inspect.signature(model.named_modules).parameters \
+            else model.named_modules():
+        prefix = mod_name + "." if mod_name else ""
+        for pname, p in module._parameters.items():
+            if p is None:
+                continue
+            tid = mode.lookup(p)
+            if tid is None:
+                tid = mode.register(p, "parameter")
+            rec.parameter_names.setdefault(tid, [])
+            if prefix + pname not in rec.parameter_names[tid]:
+                rec.parameter_names[tid].append(prefix + pname)
+        non_persistent = getattr(module, "_non_persistent_buffers_set", set())
+        for bname, b in module._buffers.items():
+            if b is None:
+                continue
+            tid = mode.lookup(b)
+            if tid is None:
+                tid = mode.register(b, "buffer")
+            rec.tensors[tid].kind = "buffer" if bname not in non_persistent else "buffer_nonpersistent"
+            rec.buffer_names.setdefault(tid, [])
+            if prefix + bname not in rec.buffer_names[tid]:
+                rec.buffer_names[tid].append(prefix + bname)
+    order = [mode.lookup(p) for p in model.parameters()]
+    rec.parameters = order
+    for tid in order:
+        rec.tensors[tid].name = rec.parameter_names[tid][0]
+    rec.buffers = [mode.lookup(b) for b in model.buffers()]
+    for tid in rec.buffers:
+        rec.tensors[tid].name = rec.buffer_names[tid][0]

@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+"""check_capture.py: the capture's tests, one per ctest test (capture/capture_tests.cmake).
+
+    /usr/bin/python3 capture/tests/check_capture.py example NAME   # capture examples/NAME.py
+    /usr/bin/python3 capture/tests/check_capture.py bad CASE       # a bad model file: one line, exit 2
+
+An example passes when its graph file (1) binds every name before it is used and names a loss,
+(2) counts the parameters PyTorch counts, and (3) has shapes that, evaluated at sizes the
+capture never ran (batch_size 7, seq_len 20, image_size 128 / the file's declared sizes times
+something), equal the shapes of a fresh recording at those sizes. Exit 77 (skip) when this
+python has no torch, torchvision or yaml.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CAPTURE = os.path.dirname(HERE)
+TOOL = os.path.join(CAPTURE, "oomcast_capture.py")
+# sizes never used by a capture's runs (DEFAULT_VALUES are 2,3,5 / 16,24,40 / 64,96,160)
+CHECK_SIZES = {"batch_size": 7, "seq_len": 20, "image_size": 128}
+
+
+def skip_without_torch():
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+        import yaml  # noqa: F401
+    except ImportError as err:
+        print(f"SKIP: {sys.executable} cannot import torch, torchvision and yaml ({err}); "
+              f"apt-get install python3-torch python3-torchvision python3-yaml")
+        sys.exit(77)
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run_capture(model, out, *extra):
+    proc = subprocess.run([sys.executable, TOOL, model, "-o", out, *extra], capture_output=True, text=True)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def evaluate(expr, sizes):
+    if isinstance(expr, int):
+        return expr
+    text = re.sub(r"\$\{[^}]*\}", "0", str(expr)).replace("/", "//")
+    return int(eval(text, {"__builtins__": {}}, dict(sizes)))  # noqa: S307 (the file's own arithmetic)
+
+
+def walk(statements, visit):
+    for s in statements:
+        if "body" in s:
+            walk(s["body"], visit)
+        else:
+            visit(s)
+
+
+def check_names(doc):
+    """Every tensor reference is bound earlier (parameters, buffers, inputs, op outputs)."""
+    bound = set()
+    for section in ("parameters", "buffers", "inputs"):
+        for entry in doc.get(section) or []:
+            if "body" in entry:
+                fail("the checker does not expand repeats in " + section)
+            bound.add(entry["name"])
+    refs = {"x", "weight", "bias", "a", "b", "indices", "logits", "targets", "running_mean",
+            "running_var", "q", "k", "v", "mask", "cos", "sin", "from"}
+
+    def visit(s):
+        used = [s[k] for k in refs if k in s and isinstance(s[k], str)]
+        used += list(s.get("inputs") or [])
+        own = {o["name"] for o in s.get("outputs") or []}
+        used += [n for n in s.get("saves") or [] if n not in own]  # an op may save its own outputs
+        for name in used:
+            if name not in bound:
+                fail(f"op {s.get('name')} uses {name} before anything binds it")
+        if s.get("op") == "generic":
+            for o in s["outputs"]:
+                bound.add(o["name"])
+        elif "out" in s:
+            for name in (s["out"] if isinstance(s["out"], list) else [s["out"]]):
+                bound.add(name)
+    walk(doc["forward"], visit)
+    loss = (doc.get("outputs") or {}).get("loss")
+    if loss not in bound:
+        fail(f"outputs.loss {loss!r} is not bound")
+
+
+def check_example(name):
+    import torch
+    import yaml
+    sys.path.insert(0, CAPTURE)
+    import runner
+    path = os.path.join(CAPTURE, "examples", name + ".py")
+    with tempfile.TemporaryDirectory() as tmp:
+        graph = os.path.join(tmp, name + ".graph.yaml")
+        rc, _, err = run_capture(path, graph, "--no-repeat")
+        if rc != 0:
+            fail(f"capture exited {rc}: {err.strip()}")
+        with open(graph) as f:
+            doc = yaml.safe_load(f)
+    if doc.get("oomcast_graph") != 1:
+        fail("no oomcast_graph: 1")
+    check_names(doc)
+    # (2) the parameter count PyTorch gives
+    user = runner.load_model_file(path)
+    torch.manual_seed(0)
+    from recorder import Recorder, Recording
+    with Recorder(Recording()):  # on the meta device: a 6.7B model needs no memory
+        expected = sum(p.numel() for p in user.model().parameters())
+    counted = sum(_numel([evaluate(d, {}) for d in p["shape"]]) for p in doc["parameters"] if "tied_to" not in p)
+    if counted != expected:
+        fail(f"the graph file has {counted} parameters, PyTorch counts {expected}")
+    # (3) shapes at sizes the capture did not run
+    keys = runner.size_keys(user)
+    declared = getattr(user, "sizes", None) or {}
+    sizes = {k: (2 * max(declared[k]) if k in declared else CHECK_SIZES[k]) for k in keys}
+    rec = runner.record(user, path, sizes)
+    checked = 0
+    shapes = {}
+    for entry in doc["inputs"]:
+        shapes[entry["name"]] = entry["shape"]
+
+    def visit(s):
+        for o in s.get("outputs") or []:
+            if isinstance(o, dict) and "shape" in o:
+                shapes[o["name"]] = o["shape"]
+    walk(doc["forward"], visit)
+    by_name = {r.name: r for r in rec.tensors if r.name}
+    for tname, shape in shapes.items():
+        m = re.fullmatch(r"t(\d+)", tname)
+        r = rec.tensors[int(m.group(1))] if m else by_name.get(tname)
+        if r is None:
+            continue
+        want = [evaluate(d, sizes) for d in shape]
+        if list(r.shape) != want:
+            fail(f"{tname}: the file says {shape} = {want} at {sizes}, PyTorch makes {list(r.shape)}")
+        checked += 1
+    print(f"PASS: {name}: {counted} parameters (PyTorch: {expected}); {checked} shapes match a fresh "
+          f"run at {sizes}")
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+BAD = {
+    "no_model": ("import torch\n\ndef batch(batch_size):\n    return torch.zeros(batch_size, 4), None\n",
+                 "defines no model()"),
+    "forward_fails": ("import torch, torch.nn as nn\n\ndef model():\n    return nn.Linear(4, 3)\n\n"
+                      "def batch(batch_size):\n    return torch.zeros(batch_size, 5), torch.zeros(batch_size, dtype=torch.long)\n",
+                      "the forward failed"),
+    "data_dependent": ("import torch, torch.nn as nn\n\nclass M(nn.Module):\n    def __init__(self):\n"
+                       "        super().__init__()\n        self.fc = nn.Linear(4, 3)\n\n    def forward(self, x):\n"
+                       "        return self.fc(x[x.sum(-1) > 0])\n\ndef model():\n    return M()\n\n"
+                       "def batch(batch_size):\n    return torch.randn(batch_size, 4), torch.zeros(batch_size, dtype=torch.long)\n",
+                       "data-dependent shape"),
+}
+
+
+def check_bad(case):
+    source, expected = BAD[case]
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, case + ".py")
+        with open(model, "w") as f:
+            f.write(source)
+        rc, out, err = run_capture(model, os.path.join(tmp, "out.yaml"))
+        wrote = os.path.exists(os.path.join(tmp, "out.yaml"))
+    lines = [l for l in err.splitlines() if l.strip()]
+    if rc != 2 or len(lines) != 1 or expected not in lines[0] or wrote:
+        fail(f"{case}: expected exit 2 and one line containing {expected!r} (and no file); got exit {rc}, "
+             f"{'a file, ' if wrote else ''}stderr {err!r}")
+    print(f"PASS: {case}: exit 2, {lines[0]}")
+
+
+def main():
+    skip_without_torch()
+    kind, name = sys.argv[1], sys.argv[2]
+    if kind == "example":
+        check_example(name)
+    elif kind == "bad":
+        check_bad(name)
+    else:
+        fail("usage: check_capture.py example NAME | bad CASE")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
