@@ -10,6 +10,7 @@
 
 #include "advisor/byte_text.h"
 #include "advisor/parallel_report.h"
+#include "advisor/terminal_timeline.h"
 #include "scenario/scenario_loader.h"
 
 namespace oomcast::planner {
@@ -129,6 +130,7 @@ std::string render_text(const Prediction& prediction) {
   std::string text = header(prediction) + parallel_text(prediction);
   text += "\n" + verdict_line(prediction) + "\n\n";
   text += phase_table(prediction);
+  if (std::string timeline = terminal_timeline(prediction); !timeline.empty()) text += "\n" + timeline;
   text += fmt::format("\npeak: {} allocated at {}\n", byte_text(static_cast<double>(prediction.peak_allocated_bytes)),
                       where_text(prediction.peak_at));
   text += breakdown_text(prediction);

@@ -8,6 +8,7 @@
 
 #include "base/input_error.h"
 #include "cli/commands.h"
+#include "advisor/html_report_plan.h"
 #include "advisor/predict.h"
 #include "advisor/report.h"
 #include "scenario/scenario_loader.h"
@@ -23,6 +24,7 @@ struct PlanFlags {
   std::vector<std::string> overrides;
   bool json = false;
   std::string emit_trace;
+  std::string html;
 };
 
 int run_plan(const PlanFlags& flags) {
@@ -34,6 +36,7 @@ int run_plan(const PlanFlags& flags) {
     sim::write_trace(out, planned.trace);
   }
   planner::Prediction prediction = planner::predict_planned(scenario, planned);
+  if (!flags.html.empty()) write_html_report(plan_html_report(scenario, planned, prediction), flags.html);
   std::string text = flags.json ? planner::render_json(prediction) : planner::render_text(prediction);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return prediction.fits ? 0 : 1;
@@ -52,6 +55,8 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   command->add_flag("--json", flags->json, "print JSON (keys in docs/usage.md) instead of text");
   command->add_option("--emit-trace", flags->emit_trace,
                       "also write the planned allocation schedule as a trace (docs/trace-format.md)");
+  command->add_option("--html", flags->html,
+                      "also write a self-contained HTML report: timeline, categories and segments at the peak");
   command->callback([flags, &exit_code] { exit_code = run_plan(*flags); });
 }
 

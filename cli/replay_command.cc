@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "advisor/html_report_replay.h"
 #include "base/input_error.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
@@ -31,6 +32,7 @@ struct ReplayFlags {
   double memory_fraction = 0.0;
   int device_index = 0;
   std::string torch_version = "2.6";
+  std::string html;
 };
 
 // "2.6" -> 206, "2.11" -> 211 (sim::TorchVersion).
@@ -107,6 +109,9 @@ int run_replay(const ReplayFlags& flags) {
     sim::SnapshotReplayReport report =
         sim::replay_snapshot(snapshot, config, flags.file, flags.device_index, flags.check_invariants);
     bool reproduced = !report.first_mismatch;
+    if (!flags.html.empty())
+      write_html_report(planner::snapshot_html_report(flags.file, snapshot, config, flags.device_index, report),
+                        flags.html);
     if (flags.json) {
       nlohmann::json out = replay_json(report.replay);
       out["events"] = report.trace.events.size();
@@ -169,6 +174,8 @@ int run_replay(const ReplayFlags& flags) {
   options.check_invariants = flags.check_invariants;
   options.oom_style = flags.legacy_message ? sim::OomMessageStyle::Legacy : sim::OomMessageStyle::Current;
   sim::ReplayResult result = sim::replay(trace, config, device, options);
+  if (!flags.html.empty())
+    write_html_report(planner::trace_html_report(flags.file, trace, config, device, options, result), flags.html);
   if (flags.json) {
     fmt::print("{}\n", replay_json(result).dump(2));
   } else {
@@ -199,6 +206,8 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   command->add_flag("--legacy-oom-message", flags->legacy_message, "print the OOM text of PyTorch 1.10-2.0");
   command->add_flag("--check-invariants", flags->check_invariants, "verify the allocator's invariants after each event");
+  command->add_option("--html", flags->html,
+                      "also write a self-contained HTML report: timeline, segment map at the peak");
   command->callback([flags, &exit_code] { exit_code = run_replay(*flags); });
 }
 

@@ -7,7 +7,10 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "advisor/html_report_plan.h"
 #include "advisor/whatif.h"
+#include "scenario/scenario_loader.h"
+#include "planner/step_planner.h"
 
 namespace oomcast::cli {
 
@@ -19,6 +22,7 @@ struct WhatifFlags {
   size_t jobs = 0;
   bool no_fit = false;
   bool json = false;
+  std::string html;
 };
 
 int run_whatif(const WhatifFlags& flags) {
@@ -28,6 +32,12 @@ int run_whatif(const WhatifFlags& flags) {
   planner::Diagnosis diagnosis = planner::diagnose(planner::ScenarioSource::file(flags.scenario, flags.overrides), options);
   std::string text = flags.json ? planner::render_whatif_json(diagnosis) : planner::render_whatif_text(diagnosis);
   std::fwrite(text.data(), 1, text.size(), stdout);
+  if (!flags.html.empty()) {
+    planner::Scenario scenario = planner::load_scenario(flags.scenario, flags.overrides);
+    planner::PlannedTrace planned = planner::plan_steps(scenario);
+    planner::Prediction prediction = planner::predict_planned(scenario, planned);
+    write_html_report(whatif_html_report(scenario, planned, prediction, diagnosis), flags.html);
+  }
   return diagnosis.fits ? 0 : 1;
 }
 
@@ -42,6 +52,7 @@ void add_whatif_command(CLI::App& app, int& exit_code) {
   command->add_option("--jobs", flags->jobs, "simulations at once (default: every hardware thread)");
   command->add_flag("--no-fit", flags->no_fit, "skip the closed-form fit peak ≈ a + b·B + c·B·S + d·B·S²");
   command->add_flag("--json", flags->json, "print JSON");
+  command->add_option("--html", flags->html, "also write a self-contained HTML report with the fixes table");
   command->callback([flags, &exit_code] { exit_code = run_whatif(*flags); });
 }
 

@@ -6,6 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config zlib1g-dev
   catch2 libyaml-cpp-dev libboost-graph-dev libeigen3-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   python3 python3-torch python3-torchvision python3-yaml   # CPU reference captures (validate/)
+  chromium                                                 # opens the HTML reports in tests (tests/html/)
 )
 missing=()
 for package in "${packages[@]}"; do

@@ -145,7 +145,8 @@ AllocatorConfig snapshot_allocator_config(const Snapshot& snapshot) {
 }
 
 SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorConfig& config, const std::string& name,
-                                     int device_index, bool check_invariants) {
+                                     int device_index, bool check_invariants,
+                                     const SnapshotReplayObserver& observer) {
   if (snapshot.expandable_segments || config.expandable_segments)
     throw InputError({name, 0, 0, -1}, "expandable_segments",
                      "snapshots recorded or replayed with expandable_segments are not supported by snapshot replay yet");
@@ -282,6 +283,7 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
   replayer.device().script_addresses(std::move(scripted));
   const Trace& trace = report.trace;
   replayer.on_event([&](size_t event) {
+    if (observer) observer(event, replayer);
     uint64_t expected = address_of_event[event];
     if (expected == 0) return;
     report.block_addresses_checked += 1;
@@ -311,6 +313,7 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
     }
     report.first_mismatch = mismatch;
   }
+  report.entry_of_event = std::move(entry_of_event);
   return report;
 }
 

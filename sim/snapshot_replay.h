@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,14 +38,19 @@ struct SnapshotReplayReport {
   uint64_t recorded_peak_reserved_bytes = 0;
   uint64_t recorded_peak_allocated_bytes = 0;  // from recorded addresses; block sizes inferred by the split rule
   bool recorded_oom = false;
+  std::vector<int64_t> entry_of_event;  // trace event -> index of its entry in the device trace
 };
+
+// Called after each replayed event (analysis and pictures read the allocator's state there).
+using SnapshotReplayObserver = std::function<void(size_t event, Replayer& replayer)>;
 
 // Replays device `device_index` of `snapshot`. Throws InputError when the recording is
 // inconsistent (a free of a block that is not allocated, an alloc outside every segment)
 // or uses what this replay does not support yet (expandable segments in a mid-run window).
 SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorConfig& config,
                                      const std::string& name, int device_index = 0,
-                                     bool check_invariants = false);
+                                     bool check_invariants = false,
+                                     const SnapshotReplayObserver& observer = {});
 
 // The allocator configuration a snapshot was recorded with (its allocator_settings).
 AllocatorConfig snapshot_allocator_config(const Snapshot& snapshot);
