@@ -143,10 +143,15 @@ void LoopPlanner::run() {
   out_->parameter_count = graph.parameter_count();
   out_->parallel = summarize_parallel(s, graph);
   const families::FamilySpec* spec = families::find_family(s.model.family);
+  std::vector<std::string> outputs;  // a graph file's are the ones it names
+  if (spec) outputs = spec->outputs;
+  for (const auto& [name, tensor] : graph.named_outputs) {
+    if (!spec) outputs.push_back(name);
+  }
   for (const std::string& name : s.loop.caller_held_outputs) {
-    if (std::find(spec->outputs.begin(), spec->outputs.end(), name) == spec->outputs.end()) {
+    if (std::find(outputs.begin(), outputs.end(), name) == outputs.end()) {
       throw InputError(SourceLocation{}, "training_loop.caller_held_outputs",
-                       "unknown output '" + name + "' (the model returns: loss, logits)" + did_you_mean(name, spec->outputs));
+                       "unknown output '" + name + "' (the model returns: loss, logits)" + did_you_mean(name, outputs));
     }
   }
   ExecutionOrder order = compute_execution_order(graph);

@@ -12,6 +12,7 @@
 
 #include "base/edit_distance.h"
 #include "base/input_error.h"
+#include "scenario/graph_file.h"
 #include "scenario/model_families.h"
 
 #ifndef OOMCAST_SOURCE_DIR
@@ -236,6 +237,7 @@ ModelConfig resolve_model(const std::string& reference, const std::string& base_
       throw InputError(SourceLocation{}, "model", "model file '" + path.string() + "' does not exist");
     }
     if (path.extension() == ".json") return load_hf_config(path.string());
+    if (is_graph_file(path.string())) return graph_model(path.string());  // docs/graph-format.md
     return load_model_yaml(path.string());
   }
   std::string dir = models_directory();

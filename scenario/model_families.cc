@@ -2,6 +2,7 @@
 #include "scenario/model_families.h"
 
 #include "base/input_error.h"
+#include "scenario/graph_file.h"
 
 namespace oomcast::planner::families {
 
@@ -96,9 +97,13 @@ bool option_enabled(const ModelConfig& model, const std::string& name, bool defa
   return found->second == "true" || found->second == "1" || found->second == "yes";
 }
 
-bool is_vision(const ModelConfig& model) { return model.family == "vit" || model.family == "resnet"; }
+bool is_vision(const ModelConfig& model) {
+  if (model.graph) return model.graph->image_size;
+  return model.family == "vit" || model.family == "resnet";
+}
 
 int64_t default_sequence_length(const ModelConfig& model) {
+  if (model.graph) return model.graph->default_size;
   if (is_vision(model)) return dim(model, "image_size");
   if (model.family == "mlp") return 1;
   return dim(model, "max_positions");

@@ -26,7 +26,7 @@ constexpr OpKindEntry kOpKinds[] = {
     {OpKind::Copy, "copy"},           {OpKind::View, "view"},
     {OpKind::Split, "split"},         {OpKind::Pool, "pool"},
     {OpKind::Compare, "compare"},     {OpKind::Constant, "constant"},
-    {OpKind::ScopeEnd, "scope_end"},
+    {OpKind::ScopeEnd, "scope_end"},  {OpKind::Other, "other"},
 };
 
 }  // namespace

@@ -13,6 +13,7 @@ enum class OpKind : uint8_t {
   Linear, Matmul, Attention, Conv, Embedding, LayerNorm, BatchNorm, Softmax, LogSoftmax,
   NllLoss, Dropout, Gelu, Silu, Relu, Tanh, Add, Mul, Pow, Mean, Rsqrt, Neg, Cat, MaskedFill,
   Cast, Copy, View, Split, Pool, Compare, Constant, ScopeEnd,
+  Other,  // a graph file's generic op of no kind above
 };
 const char* op_kind_name(OpKind kind);
 // Parses the names used by checkpointing.recompute_ops ("attention", "gelu", ...); false if unknown.

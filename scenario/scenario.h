@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@
 #include "sim/device_model.h"
 
 namespace oomcast::planner {
+
+struct GraphFile;  // a model given as a graph file (scenario/graph_file.h)
 
 enum class Precision { Fp32, AmpBf16, AmpFp16, PureBf16 };
 enum class AttentionImpl { Eager, SdpaMath, Flash, MemEfficient };
@@ -29,6 +32,7 @@ struct ModelConfig {
   std::map<std::string, int64_t> dims;
   std::map<std::string, std::string> options;  // family switches, e.g. tied_embeddings: "true"
   std::string source;                   // file it came from, for errors
+  std::shared_ptr<const GraphFile> graph;  // family "graph": the layer graph read from a file
 };
 
 struct CheckpointConfig {

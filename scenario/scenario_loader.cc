@@ -14,6 +14,7 @@
 #include "base/edit_distance.h"
 #include "base/input_error.h"
 #include "scenario/device_profiles.h"
+#include "scenario/graph_file.h"
 #include "scenario/model_families.h"
 #include "scenario/op_kind.h"
 #include "scenario/model_catalog.h"
@@ -488,7 +489,9 @@ Scenario read_scenario(const YamlDocument& document) {
     }
   } else {
     if (!image_size.is_missing()) image_size.fail("model '" + model.name + "' takes 'seq_len', not 'image_size'");
-    scenario.seq_len = model.family == "mlp" ? root.integer_or("seq_len", 1, 1, 1 << 24) : seq_len.as_integer(1, 1 << 24);
+    const bool seq_len_optional = model.family == "mlp" || model.graph;  // a graph file has a default
+    scenario.seq_len = seq_len_optional ? root.integer_or("seq_len", families::default_sequence_length(model), 1, 1 << 24)
+                                        : seq_len.as_integer(1, 1 << 24);
     // Learned position tables (GPT-2, BERT) have no row past max_positions; RoPE models do not stop there.
     if (model.family == "gpt2" || model.family == "bert") {
       int64_t max_positions = families::dim(model, "max_positions");
@@ -498,6 +501,7 @@ Scenario read_scenario(const YamlDocument& document) {
       }
     }
   }
+  if (model.graph) check_graph_size(*model.graph, scenario.seq_len, model.graph->image_size ? image_size : seq_len);
   scenario.grad_accum_steps = root.integer_or("grad_accum_steps", 1, 1, 1 << 20);
   scenario.iterations = root.integer_or("iterations", 3, 1, 1000);
   YamlNode precision = root.child("precision");

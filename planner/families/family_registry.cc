@@ -9,6 +9,7 @@
 namespace oomcast::planner::families {
 
 void build_forward(GraphBuilder& builder, const ModelConfig& model) {
+  if (model.graph) return build_graph(builder, model);
   if (model.family == "gpt2") return build_gpt2(builder, model);
   if (model.family == "llama") return build_llama(builder, model);
   if (model.family == "bert") return build_bert(builder, model);

@@ -1,0 +1,73 @@
+// GraphFileBuilder: runs a graph file (scenario/graph_file.h) into a GraphBuilder, statement by
+// statement, the way a C++ family writes its forward: parameters, buffers, inputs, then ops
+// through the catalogue (graph_catalogue_ops.cc) or as generic ops (graph_generic_op.cc),
+// inside module paths, frames and checkpoint units. It tracks each bound name's tensor and
+// concrete shape, evaluated against the scenario's sizes, and raises InputError at the file,
+// line and op for unbound names and shape mismatches.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "planner/ops/graph_builder.h"
+#include "scenario/graph_file.h"
+
+namespace oomcast::planner::families {
+
+using Shape = std::vector<int64_t>;
+
+struct Binding {
+  TensorId tensor = kNoTensor;  // kNoTensor: a buffer not registered for this scenario (`when`)
+  Shape shape;
+};
+
+class GraphFileBuilder {
+ public:
+  GraphFileBuilder(GraphBuilder& builder, const GraphFile& file);
+  void run();
+
+ private:
+  void declare_parameters(const std::vector<graph::Statement>& statements);
+  void declare_buffers(const std::vector<graph::Statement>& statements);
+  void declare_inputs(const std::vector<graph::Statement>& statements);
+  void execute(const std::vector<graph::Statement>& statements);
+  void run_op(const graph::Statement& statement, const graph::OpStatement& op);
+  void run_catalogue_op(const graph::Statement& statement, const graph::OpStatement& op, const std::string& leaf);
+  void run_generic_op(const graph::Statement& statement, const graph::OpStatement& op, const std::string& leaf);
+  void hold(const std::vector<graph::Ref>& refs);
+  template <typename Visit>
+  void for_each_iteration(const graph::Statement& statement, Visit visit);
+
+  // Name lookups. `op` names the op in errors (nullptr outside ops).
+  const Binding& lookup(const graph::Ref& ref, const graph::OpStatement* op);
+  const Binding* lookup_optional(const graph::OpStatement& op, const std::string& argument);
+  const Binding& argument(const graph::OpStatement& op, const std::string& argument);
+  void bind(const std::string& name, Binding binding);
+
+  Shape eval_shape(const graph::Shape& shape, const SourceLocation& where);
+  int64_t eval(const graph::Expr& expr);
+  int64_t option_integer(const graph::OpStatement& op, const std::string& key, int64_t fallback);
+  bool option_flag(const graph::OpStatement& op, const std::string& key, bool fallback);
+  DType dtype_of(graph::DTypeSpec spec, DType inferred) const;
+  uint64_t checked_numel(const Shape& shape, const SourceLocation& where);
+  // Binds the op's results, checking stated shapes against the derived ones.
+  void bind_outputs(const graph::OpStatement& op, const std::vector<TensorId>& tensors, const std::vector<Shape>& shapes);
+
+  [[noreturn]] void fail_op(const graph::OpStatement& op, const SourceLocation& where, const std::string& message) const;
+  [[noreturn]] void fail_at(const SourceLocation& where, const std::string& key, const std::string& message) const;
+  std::string where_produced(const std::string& name_text) const;
+
+  GraphBuilder& g_;
+  const GraphFile& file_;
+  graph::Environment env_;
+  std::unordered_map<std::string, Binding> names_;
+  const graph::Statement* current_ = nullptr;  // the statement being run, for error locations
+  std::string current_leaf_;
+  int64_t ops_run_ = 0;
+};
+
+std::string shape_text(const Shape& shape);
+
+}  // namespace oomcast::planner::families

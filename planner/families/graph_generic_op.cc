@@ -1,0 +1,224 @@
+// A graph file's generic op: one dispatcher op with its outputs (new or views), what autograd
+// saves, gradient rules and temporaries written out. Its `aten` name decides the autocast class
+// (CUDA's autocast lists, applied the way the catalogue's ops apply them), whether it is a
+// cuBLAS GEMM, and its default op kind for checkpointing.recompute_ops.
+#include <algorithm>
+#include <string_view>
+
+#include "planner/families/graph_file_builder.h"
+
+namespace oomcast::planner::families {
+
+namespace {
+
+enum class AutocastClass : uint8_t { None, Lower, Fp32 };
+
+// "aten::add.Tensor" / "aten.add.Tensor" / "add_" -> "add" (in-place spelling kept apart by
+// the caller through view_of, not through the name).
+std::string base_name(std::string name) {
+  for (std::string_view prefix : {"aten::", "aten."}) {
+    if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+  }
+  if (size_t dot = name.find('.'); dot != std::string::npos) name.resize(dot);
+  if (name.size() > 1 && name.back() == '_' && name[name.size() - 2] != '_') name.pop_back();
+  return name;
+}
+
+bool listed(const std::string& name, std::initializer_list<std::string_view> names) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+AutocastClass autocast_class(const std::string& name) {
+  if (listed(name, {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "conv1d", "conv2d", "conv3d",
+                    "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "addmv",
+                    "mv", "addr", "chain_matmul", "prelu", "scaled_dot_product_attention",
+                    "_scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+                    "_scaled_dot_product_efficient_attention"})) {
+    return AutocastClass::Lower;
+  }
+  if (listed(name, {"softmax", "_softmax", "log_softmax", "_log_softmax", "layer_norm", "native_layer_norm",
+                    "group_norm", "native_group_norm", "nll_loss", "nll_loss_forward", "nll_loss2d", "mse_loss",
+                    "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits", "kl_div", "exp",
+                    "expm1", "log", "log10", "log2", "log1p", "reciprocal", "rsqrt", "pow", "softplus", "acos", "asin",
+                    "cosh", "sinh", "tan", "erfinv", "sum", "prod", "cumsum", "cumprod", "logsumexp", "norm",
+                    "linalg_vector_norm", "frobenius_norm", "dist", "cdist", "pdist", "renorm", "cosine_similarity"})) {
+    return AutocastClass::Fp32;
+  }
+  return AutocastClass::None;
+}
+
+bool uses_cublas(const std::string& name) {
+  return listed(name, {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "addmv", "mv", "addr"});
+}
+
+OpKind default_kind(const std::string& name) {
+  struct Entry {
+    std::initializer_list<std::string_view> names;
+    OpKind kind;
+  };
+  static const Entry table[] = {
+      {{"addmm", "linear"}, OpKind::Linear},
+      {{"mm", "bmm", "baddbmm", "addbmm", "matmul", "mv", "addmv"}, OpKind::Matmul},
+      {{"scaled_dot_product_attention", "_scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention", "_flash_attention_forward", "_efficient_attention_forward"},
+       OpKind::Attention},
+      {{"convolution", "_convolution", "conv1d", "conv2d", "conv3d", "mkldnn_convolution", "cudnn_convolution"},
+       OpKind::Conv},
+      {{"embedding"}, OpKind::Embedding},
+      {{"layer_norm", "native_layer_norm", "group_norm", "native_group_norm"}, OpKind::LayerNorm},
+      {{"batch_norm", "native_batch_norm", "_native_batch_norm_legit", "cudnn_batch_norm"}, OpKind::BatchNorm},
+      {{"softmax", "_softmax"}, OpKind::Softmax},
+      {{"log_softmax", "_log_softmax"}, OpKind::LogSoftmax},
+      {{"nll_loss", "nll_loss_forward", "nll_loss2d"}, OpKind::NllLoss},
+      {{"dropout", "native_dropout", "bernoulli", "feature_dropout"}, OpKind::Dropout},
+      {{"gelu"}, OpKind::Gelu},
+      {{"silu"}, OpKind::Silu},
+      {{"relu", "threshold"}, OpKind::Relu},
+      {{"tanh"}, OpKind::Tanh},
+      {{"add", "sub", "rsub"}, OpKind::Add},
+      {{"mul", "div"}, OpKind::Mul},
+      {{"pow"}, OpKind::Pow},
+      {{"mean"}, OpKind::Mean},
+      {{"rsqrt"}, OpKind::Rsqrt},
+      {{"neg"}, OpKind::Neg},
+      {{"cat", "concat", "stack"}, OpKind::Cat},
+      {{"masked_fill"}, OpKind::MaskedFill},
+      {{"_to_copy", "to", "type_as"}, OpKind::Cast},
+      {{"clone", "contiguous", "copy"}, OpKind::Copy},
+      {{"view", "reshape", "_unsafe_view", "transpose", "t", "permute", "expand", "slice", "select", "unsqueeze",
+        "squeeze", "as_strided", "flatten", "unflatten", "alias", "detach", "narrow", "unbind"},
+       OpKind::View},
+      {{"split", "split_with_sizes", "chunk"}, OpKind::Split},
+      {{"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d"},
+       OpKind::Pool},
+      {{"eq", "ne", "lt", "le", "gt", "ge"}, OpKind::Compare},
+      {{"zeros", "ones", "empty", "full", "arange", "tril", "triu", "zeros_like", "ones_like", "empty_like",
+        "full_like", "scalar_tensor", "lift_fresh"},
+       OpKind::Constant},
+  };
+  for (const Entry& entry : table) {
+    if (std::find(entry.names.begin(), entry.names.end(), name) != entry.names.end()) return entry.kind;
+  }
+  return OpKind::Other;
+}
+
+}  // namespace
+
+void GraphFileBuilder::run_generic_op(const graph::Statement& statement, const graph::OpStatement& op,
+                                      const std::string& leaf) {
+  const PrecisionRules& rules = g_.precision();
+  const std::string aten = base_name(op.aten.empty() ? op.op : op.aten);
+  const AutocastClass autocast = rules.autocast ? autocast_class(aten) : AutocastClass::None;
+
+  // Inputs as the kernel sees them: autocast casts parameters through its weight cache and
+  // other tensors per call.
+  std::vector<TensorId> inputs;
+  std::vector<TensorId> originals;
+  inputs.reserve(op.inputs.size());
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    const Binding& binding = lookup(op.inputs[i], &op);
+    if (binding.tensor == kNoTensor) {
+      fail_op(op, op.inputs[i].where, "input '" + op.inputs[i].name.render(env_) + "' is a buffer not registered with this attention");
+    }
+    TensorId input = binding.tensor;
+    originals.push_back(input);
+    const DType dtype = g_.tensor(input).dtype;
+    std::string cast_leaf = leaf + (i == 0 ? std::string(".input_cast") : ".input" + std::to_string(i) + "_cast");
+    if (autocast == AutocastClass::Lower && is_floating(dtype) && rules.matmul_dtype(dtype) != dtype) {
+      input = g_.tensor(input).role == TensorRole::Parameter ? g_.autocast_weight(input)
+                                                             : g_.cast(input, rules.matmul_dtype(dtype), cast_leaf);
+    } else if (autocast == AutocastClass::Fp32 && rules.upcasts_to_fp32(dtype)) {
+      input = g_.cast(input, DType::Float32, cast_leaf);
+    }
+    inputs.push_back(input);
+  }
+
+  DType computed = DType::Float32;
+  bool any_floating = false;
+  for (TensorId input : inputs) {
+    DType dtype = g_.tensor(input).dtype;
+    if (!is_floating(dtype)) continue;
+    computed = any_floating ? promote_types(computed, dtype) : dtype;
+    any_floating = true;
+  }
+
+  std::vector<TensorId> outputs;
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    const graph::Output& output = op.outputs[i];
+    Shape shape = eval_shape(output.shape, output.where);
+    uint64_t numel = checked_numel(shape, output.where);
+    std::string name = leaf + (i == 0 ? std::string(".out") : ".out" + std::to_string(i));
+    if (output.view_of.present()) {
+      const Binding& base = lookup(output.view_of, &op);
+      outputs.push_back(g_.view(base.tensor, name, numel));
+    } else {
+      outputs.push_back(g_.activation(name, numel, dtype_of(output.dtype, computed)));
+    }
+    shapes.push_back(std::move(shape));
+  }
+
+  // Saved tensors: an input's name means the tensor the kernel received (its autocast copy).
+  std::vector<TensorId> saved;
+  for (const graph::Ref& ref : op.saves) {
+    std::string name = ref.name.render(env_);
+    TensorId tensor = kNoTensor;
+    for (size_t i = 0; i < op.outputs.size() && tensor == kNoTensor; ++i) {
+      if (op.outputs[i].name.render(env_) == name) tensor = outputs[i];
+    }
+    if (tensor == kNoTensor) {
+      const Binding& binding = lookup(ref, &op);
+      tensor = binding.tensor;
+      for (size_t i = 0; i < originals.size(); ++i) {
+        if (originals[i] == tensor) tensor = inputs[i];
+      }
+    }
+    if (tensor != kNoTensor) saved.push_back(tensor);
+  }
+
+  auto temporaries = [&](const std::vector<graph::Temporary>& list) {
+    std::vector<Transient> out;
+    DType fallback = outputs.empty() ? computed : g_.tensor(outputs[0]).dtype;
+    for (const graph::Temporary& temporary : list) {
+      uint64_t bytes = 0;
+      if (temporary.shape.present) {
+        Shape shape = eval_shape(temporary.shape, statement.where);
+        bytes = checked_numel(shape, statement.where) * dtype_bytes(dtype_of(temporary.dtype, fallback));
+      } else {
+        int64_t value = eval(temporary.bytes);
+        if (value < 0 || value > (int64_t{1} << 50)) fail_op(op, statement.where, "temporary bytes outside 0 .. 2^50");
+        bytes = static_cast<uint64_t>(value);
+      }
+      out.push_back(Transient{g_.intern(g_.qualified(leaf + "." + temporary.name.render(env_))), bytes,
+                              temporary.after_outputs});
+    }
+    return out;
+  };
+  std::vector<Transient> forward_transients = temporaries(op.forward_temporaries);
+  std::vector<Transient> backward_transients = temporaries(op.backward_temporaries);
+
+  std::vector<GradRule> grads;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    graph::GradSpec spec = i < op.grads.size() ? op.grads[i] : graph::GradSpec::Default;
+    switch (spec) {
+      case graph::GradSpec::New: grads.push_back(GradRule::New); break;
+      case graph::GradSpec::Pass: grads.push_back(GradRule::PassThrough); break;
+      case graph::GradSpec::None: grads.push_back(GradRule::None); break;
+      case graph::GradSpec::Default:
+        grads.push_back(is_floating(g_.tensor(inputs[i]).dtype) ? GradRule::New : GradRule::None);
+        break;
+    }
+  }
+
+  OpKind kind = default_kind(aten);
+  if (!op.kind.empty()) parse_op_kind(op.kind, &kind);
+  OpNode& node = g_.add_op(kind, leaf, std::move(inputs), outputs, std::move(grads));
+  node.uses_cublas = op.cublas >= 0 ? op.cublas == 1 : uses_cublas(aten);
+  node.saved = std::move(saved);
+  node.forward_transients = std::move(forward_transients);
+  node.backward_transients = std::move(backward_transients);
+  g_.finish_op(node);
+  bind_outputs(op, outputs, shapes);
+}
+
+}  // namespace oomcast::planner::families
