@@ -37,10 +37,17 @@ std::shared_ptr<const OpStatement> GraphReader::read_op(const YamlNode& item) {
   op->id = spec->op;
   op->name = item.child("name").is_missing() ? Template::parse(op->op, scope_, item.location())
                                              : read_template(item.child("name"));
-  if (spec->op == CatalogueOp::Generic) {
-    read_generic_op(item, *op);
-  } else {
-    read_catalogue_op(item, *op);
+  try {
+    if (spec->op == CatalogueOp::Generic) {
+      read_generic_op(item, *op);
+    } else {
+      read_catalogue_op(item, *op);
+    }
+  } catch (const InputError& error) {
+    // Name the op in every error about its arguments.
+    std::string prefix = "op '" + op->name.text() + "' (" + op->op + "): ";
+    if (error.message().rfind("op '", 0) == 0) throw;
+    throw InputError(error.where(), error.key(), prefix + error.message());
   }
   return op;
 }
