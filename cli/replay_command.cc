@@ -2,6 +2,7 @@
 // prints peaks, fragmentation, segments, the OOM message, and for snapshots whether the
 // recorded segment decisions were reproduced.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <memory>
@@ -127,6 +128,7 @@ int run_replay(const ReplayFlags& flags) {
       recorded["initial_allocated_blocks"] = report.initial_allocated_blocks;
       recorded["initial_reserved_bytes"] = report.initial_reserved_bytes;
       recorded["recorded_oom"] = report.recorded_oom;
+      recorded["devices_in_file"] = report.devices_in_file;
       if (report.first_mismatch) {
         recorded["first_mismatch"] = {{"decision_index", report.first_mismatch->decision_index},
                                       {"snapshot_event", report.first_mismatch->snapshot_event},
@@ -139,6 +141,8 @@ int run_replay(const ReplayFlags& flags) {
       fmt::print("{}\n", out.dump(2));
     } else {
       print_replay_text(flags.file, report.replay);
+      fmt::print("  device {} replayed; the file holds device(s) {}\n", flags.device_index,
+                 fmt::join(report.devices_in_file, ", "));
       if (report.starts_empty) {
         fmt::print("  snapshot window starts on an empty allocator\n");
       } else {

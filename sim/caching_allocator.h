@@ -39,6 +39,12 @@ struct RestoredBlock {
   bool allocated = false;
 };
 
+// A mapped run of an expandable segment as found in a snapshot: its blocks cover it exactly.
+struct RestoredRun {
+  uint64_t address = 0;
+  std::vector<RestoredBlock> blocks;
+};
+
 class CachingAllocator {
  public:
   CachingAllocator(const AllocatorConfig& config, Device& device);
@@ -59,6 +65,12 @@ class CachingAllocator {
   // Returns the Block objects in the same order. Stats move as if it had been allocated.
   std::vector<Block*> restore_segment(uint64_t address, uint64_t stream, bool is_small,
                                       const std::vector<RestoredBlock>& blocks);
+
+  // Adds an expandable segment found in a snapshot: a reservation starting at `base` whose
+  // mapped ranges are `runs` (in address order); the rest of it is unmapped. Returns the
+  // Block objects of each run's blocks. Reserved bytes move by the mapped bytes only.
+  std::vector<std::vector<Block*>> restore_expandable_segment(uint64_t base, uint64_t stream, bool is_small,
+                                                              const std::vector<RestoredRun>& runs);
 
   const MemoryStats& stats() const { return stats_; }
   const AllocatorConfig& config() const { return config_; }

@@ -32,7 +32,14 @@ std::optional<uint64_t> SimulatedDevice::malloc(uint64_t size) {
 
 void SimulatedDevice::free(uint64_t, uint64_t size) { physical_in_use_ -= std::min(size, physical_in_use_); }
 
-uint64_t SimulatedDevice::reserve_address_space(uint64_t size) { return bump(size); }
+uint64_t SimulatedDevice::reserve_address_space(uint64_t size) {
+  if (!scripted_reservations_.empty()) {
+    uint64_t address = scripted_reservations_.front();
+    scripted_reservations_.pop_front();
+    return address;
+  }
+  return bump(size);
+}
 
 void SimulatedDevice::release_address_space(uint64_t, uint64_t) {}
 

@@ -55,6 +55,8 @@ class SimulatedDevice : public Device {
 
   // Queues (size, address) pairs the next mallocs of those sizes get, in order.
   void script_addresses(std::deque<std::pair<uint64_t, uint64_t>> sizes_and_addresses);
+  // Queues the addresses the next address-space reservations get, in order.
+  void script_reservations(std::deque<uint64_t> addresses) { scripted_reservations_ = std::move(addresses); }
   // Places bump-allocated regions at or above `address`.
   void place_new_regions_above(uint64_t address);
   void adopt_region(uint64_t address, uint64_t size) override;
@@ -66,6 +68,7 @@ class SimulatedDevice : public Device {
   uint64_t physical_in_use_ = 0;
   uint64_t next_address_ = 0x7f0000000000ull;
   std::deque<std::pair<uint64_t, uint64_t>> scripted_;
+  std::deque<uint64_t> scripted_reservations_;
 };
 
 }  // namespace oomcast::sim

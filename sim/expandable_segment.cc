@@ -12,6 +12,11 @@ namespace {
 uint64_t round_up(uint64_t value, uint64_t step) { return (value + step - 1) / step * step; }
 uint64_t round_down(uint64_t value, uint64_t step) { return value / step * step; }
 
+// Virtual bytes one reservation covers: about 1.125 x the device (spec §4.1).
+uint64_t reservation_size(uint64_t page, uint64_t total_memory) {
+  return page * ((total_memory + total_memory / 8 + page - 1) / page);
+}
+
 bool is_free_or_unmapped(const Block* block) { return !block->allocated; }
 
 }  // namespace
@@ -32,7 +37,7 @@ Block* CachingAllocator::find_expandable_block(BlockPool& pool, uint64_t stream,
   uint64_t total_memory = device_.total_bytes();
   auto segment = std::make_unique<ExpandableSegment>();
   segment->page_size = page;
-  segment->reserved_size = page * ((total_memory + total_memory / 8 + page - 1) / page);
+  segment->reserved_size = reservation_size(page, total_memory);
   segment->base = device_.reserve_address_space(segment->reserved_size);
   segment->stream = stream;
   segment->pool = &pool;
@@ -148,6 +153,70 @@ void CachingAllocator::release_expandable_segment(ExpandableSegment* segment, Bl
   auto found = std::find_if(expandable_segments_.begin(), expandable_segments_.end(),
                             [segment](const auto& owned) { return owned.get() == segment; });
   if (found != expandable_segments_.end()) expandable_segments_.erase(found);
+}
+
+std::vector<std::vector<Block*>> CachingAllocator::restore_expandable_segment(uint64_t base, uint64_t stream,
+                                                                              bool is_small,
+                                                                              const std::vector<RestoredRun>& runs) {
+  BlockPool& pool = is_small ? small_pool_ : large_pool_;
+  uint64_t page = is_small ? kSmallBuffer : kLargeBuffer;
+  auto segment = std::make_unique<ExpandableSegment>();
+  segment->page_size = page;
+  segment->base = base;
+  segment->stream = stream;
+  segment->pool = &pool;
+  uint64_t end_of_runs = base;
+  for (const RestoredRun& run : runs) {
+    uint64_t size = 0;
+    for (const RestoredBlock& block : run.blocks) size += block.size;
+    end_of_runs = std::max(end_of_runs, run.address + size);
+  }
+  segment->reserved_size = std::max(reservation_size(page, device_.total_bytes()), round_up(end_of_runs - base, page));
+
+  Block* previous = nullptr;
+  auto append = [&](uint64_t address, uint64_t size, bool mapped) {
+    Block* block = new_block();
+    block->address = address;
+    block->size = size;
+    block->stream = stream;
+    block->pool = &pool;
+    block->expandable = segment.get();
+    block->mapped = mapped;
+    block->prev = previous;
+    if (previous) previous->next = block;
+    previous = block;
+    if (!mapped) pool.unmapped().insert(block);
+    return block;
+  };
+  std::vector<std::vector<Block*>> created;
+  std::vector<std::pair<Block*, bool>> mapped_blocks;  // block, allocated
+  uint64_t cursor = base;
+  for (const RestoredRun& run : runs) {
+    if (run.address > cursor) append(cursor, run.address - cursor, false);
+    cursor = run.address;
+    std::vector<Block*>& blocks = created.emplace_back();
+    for (const RestoredBlock& restored : run.blocks) {
+      Block* block = append(cursor, restored.size, true);
+      block->requested_size = restored.requested_size;
+      blocks.push_back(block);
+      mapped_blocks.emplace_back(block, restored.allocated);
+      cursor += restored.size;
+    }
+    uint64_t run_size = cursor - run.address;
+    device_.adopt_region(run.address, run_size);
+    segment->mapped_bytes += run_size;
+    stats_.reserved_bytes.increase(is_small, static_cast<int64_t>(run_size));
+  }
+  if (cursor < base + segment->reserved_size) append(cursor, base + segment->reserved_size - cursor, false);
+  for (auto [block, allocated] : mapped_blocks) {
+    if (allocated) {
+      mark_allocated(block);
+    } else {
+      pool.insert(block);
+    }
+  }
+  expandable_segments_.push_back(std::move(segment));
+  return created;
 }
 
 }  // namespace oomcast::sim

@@ -10,6 +10,7 @@
 
 #include "base/input_error.h"
 #include "sim/caching_allocator.h"
+#include "sim/recorded_layout.h"
 #include "sim/size_class.h"
 
 namespace oomcast::sim {
@@ -17,73 +18,7 @@ namespace {
 
 using Action = SnapshotTraceEntry::Action;
 
-std::string hex(uint64_t value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "0x%llx", static_cast<unsigned long long>(value));
-  return buffer;
-}
-
-struct SegmentState {
-  uint64_t size = 0;
-  uint64_t stream = 0;
-  bool is_small = false;
-};
-
-struct BlockState {
-  uint64_t extent = 0;          // block size: the rounded request, or more when unsplit
-  uint64_t requested = 0;
-};
-
-// The allocator's memory layout as the recording shows it: segments and allocated blocks.
-// Free blocks are the gaps, because free neighbours always merge (spec §14 C3).
-class RecordedLayout {
- public:
-  RecordedLayout(const std::string& name, const AllocatorConfig& config) : name_(name), config_(config) {}
-
-  std::map<uint64_t, SegmentState> segments;
-  std::map<uint64_t, BlockState> allocated;
-
-  [[noreturn]] void fail(int64_t entry, const std::string& message) const {
-    throw InputError({name_, 0, 0, entry}, "", "inconsistent snapshot: " + message);
-  }
-
-  std::map<uint64_t, SegmentState>::const_iterator segment_containing(uint64_t address, int64_t entry) const {
-    auto it = segments.upper_bound(address);
-    if (it == segments.begin()) fail(entry, "address " + hex(address) + " lies in no segment");
-    --it;
-    if (address >= it->first + it->second.size) fail(entry, "address " + hex(address) + " lies in no segment");
-    return it;
-  }
-
-  // The size of the block handed out at `address` for a request of `requested` bytes: the
-  // rounded size, or the whole free run when the remainder is too small to split off.
-  uint64_t infer_extent(uint64_t address, uint64_t requested, int64_t entry) const {
-    auto segment = segment_containing(address, entry);
-    uint64_t boundary = segment->first + segment->second.size;
-    auto next = allocated.upper_bound(address);
-    if (next != allocated.end() && next->first < boundary) boundary = next->first;
-    uint64_t rounded = round_size(requested, config_);
-    uint64_t available = boundary - address;
-    if (available < rounded)
-      fail(entry, "block at " + hex(address) + " needs " + std::to_string(rounded) + " bytes but only " +
-                      std::to_string(available) + " are free there");
-    uint64_t remaining = available - rounded;
-    bool splits = segment->second.is_small || config_.expandable_segments
-                      ? remaining >= kMinBlockSize
-                      : rounded < config_.max_split_size && remaining > kSmallSize;
-    return splits ? rounded : available;
-  }
-
-  uint64_t reserved() const {
-    uint64_t total = 0;
-    for (const auto& [address, segment] : segments) total += segment.size;
-    return total;
-  }
-
- private:
-  std::string name_;
-  const AllocatorConfig& config_;
-};
+bool releases_segment(Action action) { return action == Action::SegmentFree || action == Action::SegmentUnmap; }
 
 // Walks the recorded events backwards from the dump-time layout to the window's start.
 void undo_events(RecordedLayout& layout, const std::vector<SnapshotTraceEntry>& entries) {
@@ -99,37 +34,155 @@ void undo_events(RecordedLayout& layout, const std::vector<SnapshotTraceEntry>& 
         if (layout.allocated.count(entry.addr))
           layout.fail(index, "free of " + hex(entry.addr) + " while a block there is allocated");
         uint64_t extent = layout.infer_extent(entry.addr, entry.size, index);
-        layout.allocated[entry.addr] = BlockState{extent, entry.size};
+        layout.allocated[entry.addr] = RecordedBlock{extent, entry.size};
         break;
       }
-      case Action::SegmentAlloc:
-        if (!layout.segments.erase(entry.addr))
+      case Action::SegmentAlloc: {
+        auto it = layout.segments.find(entry.addr);
+        if (it == layout.segments.end() || it->second.expandable)
           layout.fail(index, "segment_alloc at " + hex(entry.addr) + " of a segment that does not exist later");
+        layout.segments.erase(it);
         break;
+      }
       case Action::SegmentFree:
-        layout.segments[entry.addr] = SegmentState{entry.size, entry.stream, entry.size == kSmallBuffer};
+        layout.segments[entry.addr] = RecordedSegment{entry.size, entry.stream, entry.size == kSmallBuffer, false};
         break;
       case Action::SegmentMap:
+        layout.unmap_range(entry.addr, entry.size, index);
+        break;
       case Action::SegmentUnmap:
-        layout.fail(index, "expandable-segment events (segment_map/unmap) are not supported by snapshot replay yet");
+        layout.map_range(entry.addr, entry.size, entry.stream, layout.is_small_range(entry, true), index);
+        break;
       default:
         break;
     }
   }
 }
 
-void load_dump_layout(RecordedLayout& layout, const Snapshot& snapshot, int device_index, const std::string& name) {
+void load_dump_layout(RecordedLayout& layout, const Snapshot& snapshot, int device_index) {
   for (const SnapshotSegment& segment : snapshot.segments) {
     if (segment.device != device_index) continue;
-    if (segment.is_expandable)
-      throw InputError({name, 0, 0, -1}, "is_expandable",
-                       "snapshots with expandable segments are not supported by snapshot replay yet");
-    layout.segments[segment.address] = SegmentState{segment.total_size, segment.stream, segment.is_small_pool};
+    if (segment.is_expandable) {
+      layout.map_range(segment.address, segment.total_size, segment.stream, segment.is_small_pool, -1);
+    } else {
+      layout.segments[segment.address] =
+          RecordedSegment{segment.total_size, segment.stream, segment.is_small_pool, false};
+    }
     for (const SnapshotBlock& block : segment.blocks) {
       if (block.state != SnapshotBlock::State::Inactive)
-        layout.allocated[block.address] = BlockState{block.size, block.requested_size};
+        layout.allocated[block.address] = RecordedBlock{block.size, block.requested_size};
     }
   }
+}
+
+// One expandable segment per (stream, pool): PyTorch makes another only when no existing one
+// has room, which takes more than the device's memory.
+using ReservationKey = std::pair<uint64_t, bool>;  // stream, is_small
+
+struct ReservationState {
+  bool live = false;         // has mapped pages (a wholly unmapped reservation is released)
+  bool from_start = false;   // still the reservation that existed at the window's start
+  uint64_t mapped = 0;
+  uint64_t start_base = 0;   // lowest address the starting reservation is seen to map
+};
+
+// What the recording says happened, moving forward from the rebuilt start: peaks, and where
+// each expandable segment begins (the address of its first map).
+struct ForwardFacts {
+  uint64_t peak_reserved = 0;
+  uint64_t peak_allocated = 0;
+  std::map<ReservationKey, ReservationState> reservations;
+  std::deque<uint64_t> new_reservation_bases;
+};
+
+ForwardFacts walk_forward(const RecordedLayout& start, const std::vector<SnapshotTraceEntry>& entries) {
+  ForwardFacts facts;
+  RecordedLayout layout = start;
+  for (const auto& [address, segment] : layout.segments) {
+    if (!segment.expandable) continue;
+    ReservationState& state = facts.reservations[{segment.stream, segment.is_small}];
+    state.start_base = state.live ? std::min(state.start_base, address) : address;
+    state.live = state.from_start = true;
+    state.mapped += segment.size;
+  }
+  uint64_t reserved = layout.reserved();
+  uint64_t allocated = 0;
+  for (const auto& [address, block] : layout.allocated) allocated += block.extent;
+  facts.peak_reserved = reserved;
+  facts.peak_allocated = allocated;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const SnapshotTraceEntry& entry = entries[i];
+    auto index = static_cast<int64_t>(i);
+    switch (entry.action) {
+      case Action::SegmentAlloc:
+        layout.segments[entry.addr] = RecordedSegment{entry.size, entry.stream, entry.size == kSmallBuffer, false};
+        reserved += entry.size;
+        break;
+      case Action::SegmentFree:
+        layout.segments.erase(entry.addr);
+        reserved -= entry.size;
+        break;
+      case Action::SegmentMap: {
+        bool is_small = layout.is_small_range(entry, false);
+        ReservationState& state = facts.reservations[{entry.stream, is_small}];
+        if (!state.live) {
+          facts.new_reservation_bases.push_back(entry.addr);
+          state.live = true;
+        } else if (state.from_start) {
+          state.start_base = std::min(state.start_base, entry.addr);
+        }
+        state.mapped += entry.size;
+        layout.map_range(entry.addr, entry.size, entry.stream, is_small, index);
+        reserved += entry.size;
+        break;
+      }
+      case Action::SegmentUnmap: {
+        const RecordedSegment& run = layout.segment_containing(entry.addr, index)->second;
+        ReservationState& state = facts.reservations[{run.stream, run.is_small}];
+        state.mapped -= std::min(state.mapped, entry.size);
+        if (state.mapped == 0) state.live = state.from_start = false;
+        layout.unmap_range(entry.addr, entry.size, index);
+        reserved -= entry.size;
+        break;
+      }
+      case Action::Alloc: {
+        uint64_t extent = layout.infer_extent(entry.addr, entry.size, index);
+        layout.allocated[entry.addr] = RecordedBlock{extent, entry.size};
+        allocated += extent;
+        break;
+      }
+      case Action::FreeCompleted: {
+        auto it = layout.allocated.find(entry.addr);
+        if (it == layout.allocated.end()) start.fail(index, "free of " + hex(entry.addr) + ", which is not allocated");
+        allocated -= it->second.extent;
+        layout.allocated.erase(it);
+        break;
+      }
+      default:
+        break;
+    }
+    facts.peak_reserved = std::max(facts.peak_reserved, reserved);
+    facts.peak_allocated = std::max(facts.peak_allocated, allocated);
+  }
+  return facts;
+}
+
+// The blocks of [address, address + size): allocated ones from the layout, gaps free.
+std::vector<RestoredBlock> blocks_of(const RecordedLayout& layout, uint64_t address, uint64_t size,
+                                     std::vector<uint64_t>& allocated_addresses) {
+  std::vector<RestoredBlock> blocks;
+  uint64_t cursor = address;
+  uint64_t end = address + size;
+  for (auto it = layout.allocated.lower_bound(address); it != layout.allocated.end() && it->first < end; ++it) {
+    if (it->first < cursor || it->first + it->second.extent > end)
+      layout.fail(-1, "allocated blocks overlap at " + hex(it->first));
+    if (it->first > cursor) blocks.push_back(RestoredBlock{it->first - cursor, 0, false});
+    blocks.push_back(RestoredBlock{it->second.extent, it->second.requested, true});
+    allocated_addresses.push_back(it->first);
+    cursor = it->first + it->second.extent;
+  }
+  if (cursor < end) blocks.push_back(RestoredBlock{end - cursor, 0, false});
+  return blocks;
 }
 
 std::string describe(const SegmentDecision& decision) {
@@ -140,24 +193,48 @@ std::string describe(const SegmentDecision& decision) {
 }  // namespace
 
 AllocatorConfig snapshot_allocator_config(const Snapshot& snapshot) {
-  if (snapshot.alloc_conf && !snapshot.alloc_conf->empty()) return parse_alloc_conf(*snapshot.alloc_conf);
-  return AllocatorConfig{};
+  AllocatorConfig config;
+  if (snapshot.alloc_conf && !snapshot.alloc_conf->empty()) config = parse_alloc_conf(*snapshot.alloc_conf);
+  // The settings dict holds what the allocator ran with, also when they were set at run
+  // time (_set_allocator_settings) rather than by the environment string.
+  if (snapshot.has_allocator_settings) {
+    config.expandable_segments = snapshot.expandable_segments;
+    if (snapshot.max_split_size > 0) config.max_split_size = static_cast<uint64_t>(snapshot.max_split_size);
+  }
+  return config;
+}
+
+std::vector<int> snapshot_devices(const Snapshot& snapshot) {
+  std::vector<int> devices;
+  for (size_t d = 0; d < snapshot.device_traces.size(); ++d)
+    if (!snapshot.device_traces[d].empty()) devices.push_back(static_cast<int>(d));
+  for (const SnapshotSegment& segment : snapshot.segments)
+    if (segment.device >= 0 && segment.device <= INT32_MAX) devices.push_back(static_cast<int>(segment.device));
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  return devices;
 }
 
 SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorConfig& config, const std::string& name,
                                      int device_index, bool check_invariants,
                                      const SnapshotReplayObserver& observer) {
-  if (snapshot.expandable_segments || config.expandable_segments)
-    throw InputError({name, 0, 0, -1}, "expandable_segments",
-                     "snapshots recorded or replayed with expandable_segments are not supported by snapshot replay yet");
   static const std::vector<SnapshotTraceEntry> no_entries;
   const auto& entries = device_index >= 0 && static_cast<size_t>(device_index) < snapshot.device_traces.size()
                             ? snapshot.device_traces[static_cast<size_t>(device_index)]
                             : no_entries;
   SnapshotReplayReport report;
+  report.devices_in_file = snapshot_devices(snapshot);
+  if (!report.devices_in_file.empty() &&
+      !std::binary_search(report.devices_in_file.begin(), report.devices_in_file.end(), device_index)) {
+    std::string held;
+    for (int device : report.devices_in_file) held += (held.empty() ? "" : ", ") + std::to_string(device);
+    throw InputError({name, 0, 0, -1}, "device",
+                     "device " + std::to_string(device_index) + " is not in the snapshot; it holds device" +
+                         (report.devices_in_file.size() > 1 ? "s " : " ") + held);
+  }
 
   RecordedLayout start(name, config);
-  load_dump_layout(start, snapshot, device_index, name);
+  load_dump_layout(start, snapshot, device_index);
   undo_events(start, entries);
   report.initial_segments = start.segments.size();
   report.initial_allocated_blocks = start.allocated.size();
@@ -168,14 +245,17 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
   TraceBuilder builder;
   std::unordered_map<uint64_t, uint64_t> generation;
   auto id_for = [&](uint64_t address) { return hex(address) + "." + std::to_string(generation[address]); };
-  std::vector<std::pair<uint64_t, uint32_t>> initial_slots;  // address, slot
-  for (const auto& [address, block] : start.allocated) initial_slots.emplace_back(address, builder.adopt(id_for(address)));
+  std::map<uint64_t, uint32_t> initial_slots;  // address -> slot
+  for (const auto& [address, block] : start.allocated) initial_slots[address] = builder.adopt(id_for(address));
   std::vector<SegmentDecision> recorded;
   std::vector<int64_t> entry_of_event;
   std::vector<uint64_t> address_of_event;
   std::deque<std::pair<uint64_t, uint64_t>> scripted;
   uint64_t highest_address = 0;
   for (const auto& [address, segment] : start.segments) highest_address = std::max(highest_address, address + segment.size);
+  auto record = [&](SegmentDecision::Kind kind, const SnapshotTraceEntry& entry, size_t i) {
+    recorded.push_back(SegmentDecision{kind, entry.addr, entry.size, i});
+  };
   Action previous = Action::Other;
   for (size_t i = 0; i < entries.size(); ++i) {
     const SnapshotTraceEntry& entry = entries[i];
@@ -194,17 +274,21 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
         address_of_event.push_back(0);
         break;
       case Action::SegmentAlloc:
-        recorded.push_back(SegmentDecision{SegmentDecision::Kind::Alloc, entry.addr, entry.size,
-                                           static_cast<size_t>(i)});
+        record(SegmentDecision::Kind::Alloc, entry, i);
         scripted.emplace_back(entry.size, entry.addr);
         highest_address = std::max(highest_address, entry.addr + entry.size);
         break;
+      case Action::SegmentMap:
+        record(SegmentDecision::Kind::Map, entry, i);
+        highest_address = std::max(highest_address, entry.addr + entry.size);
+        break;
       case Action::SegmentFree:
-        recorded.push_back(SegmentDecision{SegmentDecision::Kind::Free, entry.addr, entry.size,
-                                           static_cast<size_t>(i)});
-        // A run of segment_free is one empty_cache: explicit, or the OOM retry's flush, which
-        // frees the same set (spec §14 C4).
-        if (previous != Action::SegmentFree) {
+      case Action::SegmentUnmap:
+        record(entry.action == Action::SegmentFree ? SegmentDecision::Kind::Free : SegmentDecision::Kind::Unmap,
+               entry, i);
+        // A run of segment_free / segment_unmap is one empty_cache: explicit, or the OOM
+        // retry's flush, which releases the same set (spec §14 C4).
+        if (!releases_segment(previous)) {
           builder.empty_cache();
           entry_of_event.push_back(index);
           address_of_event.push_back(0);
@@ -221,37 +305,9 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
   report.trace = builder.take();
   report.recorded_segment_decisions = recorded.size();
 
-  // Recorded peaks, from the recorded layout moving forward.
-  {
-    RecordedLayout layout = start;
-    uint64_t reserved = layout.reserved();
-    uint64_t allocated = 0;
-    for (const auto& [address, block] : layout.allocated) allocated += block.extent;
-    report.recorded_peak_reserved_bytes = reserved;
-    report.recorded_peak_allocated_bytes = allocated;
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const SnapshotTraceEntry& entry = entries[i];
-      auto index = static_cast<int64_t>(i);
-      if (entry.action == Action::SegmentAlloc) {
-        layout.segments[entry.addr] = SegmentState{entry.size, entry.stream, entry.size == kSmallBuffer};
-        reserved += entry.size;
-      } else if (entry.action == Action::SegmentFree) {
-        layout.segments.erase(entry.addr);
-        reserved -= entry.size;
-      } else if (entry.action == Action::Alloc) {
-        uint64_t extent = layout.infer_extent(entry.addr, entry.size, index);
-        layout.allocated[entry.addr] = BlockState{extent, entry.size};
-        allocated += extent;
-      } else if (entry.action == Action::FreeCompleted) {
-        auto it = layout.allocated.find(entry.addr);
-        if (it == layout.allocated.end()) start.fail(index, "free of " + hex(entry.addr) + ", which is not allocated");
-        allocated -= it->second.extent;
-        layout.allocated.erase(it);
-      }
-      report.recorded_peak_reserved_bytes = std::max(report.recorded_peak_reserved_bytes, reserved);
-      report.recorded_peak_allocated_bytes = std::max(report.recorded_peak_allocated_bytes, allocated);
-    }
-  }
+  ForwardFacts facts = walk_forward(start, entries);
+  report.recorded_peak_reserved_bytes = facts.peak_reserved;
+  report.recorded_peak_allocated_bytes = facts.peak_allocated;
 
   // Replay from the rebuilt state, handing out the recorded segment addresses.
   ReplayOptions options;
@@ -259,28 +315,35 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
   options.check_invariants = check_invariants;
   options.stop_at_first_oom = false;
   Replayer replayer(config, DeviceModel::unlimited(), options);
-  size_t slot_index = 0;
+  CachingAllocator& allocator = replayer.allocator();
+  auto bind_blocks = [&](const std::vector<uint64_t>& addresses, const std::vector<RestoredBlock>& blocks,
+                         const std::vector<Block*>& restored, size_t& next) {
+    for (size_t i = 0; i < blocks.size(); ++i)
+      if (blocks[i].allocated) replayer.bind(initial_slots.at(addresses[next++]), restored[i]);
+  };
+  std::map<ReservationKey, std::vector<RestoredRun>> expandable_runs;
+  std::map<ReservationKey, std::vector<uint64_t>> expandable_addresses;
   for (const auto& [address, segment] : start.segments) {
-    std::vector<RestoredBlock> blocks;
-    uint64_t cursor = address;
-    uint64_t end = address + segment.size;
-    for (auto it = start.allocated.lower_bound(address); it != start.allocated.end() && it->first < end; ++it) {
-      if (it->first > cursor) blocks.push_back(RestoredBlock{it->first - cursor, 0, false});
-      if (it->first < cursor || it->first + it->second.extent > end)
-        start.fail(-1, "allocated blocks overlap at " + hex(it->first));
-      blocks.push_back(RestoredBlock{it->second.extent, it->second.requested, true});
-      cursor = it->first + it->second.extent;
+    if (segment.expandable) {
+      ReservationKey key{segment.stream, segment.is_small};
+      expandable_runs[key].push_back(RestoredRun{address, blocks_of(start, address, segment.size, expandable_addresses[key])});
+      continue;
     }
-    if (cursor < end) blocks.push_back(RestoredBlock{end - cursor, 0, false});
-    std::vector<Block*> restored = replayer.allocator().restore_segment(address, segment.stream, segment.is_small, blocks);
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      if (!blocks[i].allocated) continue;
-      replayer.bind(initial_slots[slot_index++].second, restored[i]);
-    }
+    std::vector<uint64_t> addresses;
+    std::vector<RestoredBlock> blocks = blocks_of(start, address, segment.size, addresses);
+    size_t next = 0;
+    bind_blocks(addresses, blocks, allocator.restore_segment(address, segment.stream, segment.is_small, blocks), next);
   }
-  replayer.allocator().reset_peak_stats();
+  for (const auto& [key, runs] : expandable_runs) {
+    uint64_t base = std::min(facts.reservations[key].start_base, runs.front().address);
+    std::vector<std::vector<Block*>> restored = allocator.restore_expandable_segment(base, key.first, key.second, runs);
+    size_t next = 0;
+    for (size_t r = 0; r < runs.size(); ++r) bind_blocks(expandable_addresses[key], runs[r].blocks, restored[r], next);
+  }
+  allocator.reset_peak_stats();
   replayer.device().place_new_regions_above(highest_address);
   replayer.device().script_addresses(std::move(scripted));
+  replayer.device().script_reservations(std::move(facts.new_reservation_bases));
   const Trace& trace = report.trace;
   replayer.on_event([&](size_t event) {
     if (observer) observer(event, replayer);

@@ -24,6 +24,7 @@ struct SnapshotMismatch {
 };
 
 struct SnapshotReplayReport {
+  std::vector<int> devices_in_file;     // every device the snapshot holds (snapshot_devices)
   Trace trace;                          // the alloc / free / empty_cache events derived from the recording
   ReplayResult replay;                  // what the simulator did with them
   bool starts_empty = true;             // the window begins on an empty allocator
@@ -44,13 +45,18 @@ struct SnapshotReplayReport {
 // Called after each replayed event (analysis and pictures read the allocator's state there).
 using SnapshotReplayObserver = std::function<void(size_t event, Replayer& replayer)>;
 
-// Replays device `device_index` of `snapshot`. Throws InputError when the recording is
+// Replays device `device_index` of `snapshot` (one replay per device: each has its own
+// allocator). Expandable segments are replayed too: their segment_map / segment_unmap are
+// compared like segment_alloc / segment_free. Throws InputError when the recording is
 // inconsistent (a free of a block that is not allocated, an alloc outside every segment)
-// or uses what this replay does not support yet (expandable segments in a mid-run window).
+// and when the snapshot holds devices but not `device_index`.
 SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorConfig& config,
                                      const std::string& name, int device_index = 0,
                                      bool check_invariants = false,
                                      const SnapshotReplayObserver& observer = {});
+
+// The devices a snapshot holds (with segments or trace entries), ascending.
+std::vector<int> snapshot_devices(const Snapshot& snapshot);
 
 // The allocator configuration a snapshot was recorded with (its allocator_settings).
 AllocatorConfig snapshot_allocator_config(const Snapshot& snapshot);
