@@ -6,6 +6,9 @@
 //   reserved - bytes held from CUDA (all segments); allocated - bytes in allocated blocks.
 //   inactive split - a free block in a segment that also has other blocks: memory that
 //              empty_cache cannot return.
+//   pending free - a block whose free was requested but waits for CUDA events recorded on
+//              the other streams that used it (record_stream): not allocated, not reusable,
+//              not merged, still active.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +61,9 @@ struct Block {
   bool in_pool = false;
   bool allocated = false;
   bool mapped = true;            // false only for unmapped ranges of expandable segments
+  bool pending_free = false;     // free requested, waiting for events (or a recorded free_completed)
+  bool has_stream_uses = false;  // record_stream named another stream (the streams are kept by the allocator)
+  uint32_t event_count = 0;      // outstanding CUDA events of a pending free
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
 
@@ -74,6 +80,9 @@ struct Block {
     gc_count_base = other.gc_count_base;
     allocated = other.allocated;
     mapped = other.mapped;
+    pending_free = other.pending_free;
+    has_stream_uses = other.has_stream_uses;
+    event_count = other.event_count;
   }
   // Resets to a fresh block, keeping a spare pool node for reuse.
   void reset() {

@@ -52,6 +52,7 @@ uint64_t CachingAllocator::allowed_memory_maximum() const {
 Block* CachingAllocator::malloc(uint64_t requested, uint64_t stream) {
   if (requested == 0) return nullptr;
   last_oom_.reset();
+  if (!completed_events_.empty()) process_events();
   if (requested >= kOneExbibyte) {
     stats_.num_ooms += 1;
     last_oom_ = OomDetails{requested, requested, requested, kOneExbibyteOomMessage, kOneExbibyteOomMessage};
@@ -185,12 +186,20 @@ Block* CachingAllocator::alloc_block(BlockPool& pool, uint64_t stream, uint64_t 
 }
 
 void CachingAllocator::free(Block* block) {
+  note_free_request(block);
+  if (block->has_stream_uses) {
+    insert_events(block);
+    return;
+  }
+  free_block(block);
+}
+
+void CachingAllocator::note_free_request(Block* block) {
   block->allocated = false;
   bool is_small = block->pool->is_small();
   stats_.allocation.decrease(is_small, 1);
   stats_.allocated_bytes.decrease(is_small, static_cast<int64_t>(block->size));
   if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
-  free_block(block);
 }
 
 void CachingAllocator::free_block(Block* block) {
@@ -224,7 +233,7 @@ void CachingAllocator::free_block(Block* block) {
 }
 
 uint64_t CachingAllocator::try_merge_blocks(Block* destination, Block* source, BlockPool& pool) {
-  if (!source || source->allocated || source->mapped != destination->mapped) return 0;
+  if (!source || source->allocated || source->pending_free || source->mapped != destination->mapped) return 0;
   // The freed block's object survives the merge, keeping its own requested_size (spec §14 C1).
   if (destination->prev == source) {
     destination->address = source->address;
@@ -248,6 +257,7 @@ uint64_t CachingAllocator::try_merge_blocks(Block* destination, Block* source, B
 void CachingAllocator::empty_cache() { release_cached_blocks(); }
 
 void CachingAllocator::release_cached_blocks() {
+  synchronize_and_free_events();
   stats_.num_sync_all_streams += 1;
   release_blocks(large_pool_);
   release_blocks(small_pool_);

@@ -2,11 +2,13 @@
 // malloc (round, best fit, split, grow, retry, OOM), free (merge), empty_cache, garbage
 // collection, max_split_size rules and expandable segments. Function names mirror
 // CUDACachingAllocator.cpp so docs/allocator-model.md needs no translation column.
-// Single-threaded; one stream partition per stream id; no CUDA events (record_stream).
+// Single-threaded; one stream partition per stream id; CUDA events of record_stream are
+// modelled by the synchronisation points the caller reports (sim/stream_events.cc).
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,8 +60,25 @@ class CachingAllocator {
   Block* malloc(uint64_t size, uint64_t stream = 0);
   // Frees a block malloc returned. Requires: block is allocated.
   void free(Block* block);
-  // torch.cuda.empty_cache(): returns every wholly free segment (and unmaps free pages).
+  // torch.cuda.empty_cache(): waits for every outstanding event, then returns every wholly
+  // free segment (and unmaps free pages).
   void empty_cache();
+
+  // --- stream_events.cc: frees that wait for other streams (spec §7) ---
+  // tensor.record_stream(stream): the block is also used on `stream`, so its free waits for
+  // an event recorded there. Its own stream is ignored, as in PyTorch.
+  void record_stream(Block* block, uint64_t stream);
+  // A free request whose completion the caller reports with complete_free (snapshot replay:
+  // a recorded free_requested long before its free_completed).
+  void request_free(Block* block);
+  void complete_free(Block* block);
+  // All work queued so far on `stream` (on every stream) has finished: the events recorded
+  // there complete. Their blocks return to the pool at the next malloc (process_events) or
+  // empty_cache.
+  void synchronize_stream(uint64_t stream);
+  void synchronize_device();
+  // Blocks whose free was requested but not completed.
+  size_t pending_frees() const { return pending_frees_; }
 
   // Adds a segment found in a snapshot. `blocks` cover it exactly, in address order.
   // Returns the Block objects in the same order. Stats move as if it had been allocated.
@@ -113,6 +132,12 @@ class CachingAllocator {
     return memory_fraction_set() && config_.garbage_collection_threshold > 0.0;
   }
 
+  // --- stream_events.cc ---
+  void note_free_request(Block* block);
+  void insert_events(Block* block);
+  void process_events();
+  void synchronize_and_free_events();
+
   // --- garbage_collection.cc: reclaiming cached blocks under pressure ---
   void garbage_collect_cached_blocks();
   bool release_available_cached_blocks(BlockPool& pool, uint64_t stream, uint64_t size);
@@ -134,6 +159,10 @@ class CachingAllocator {
   std::deque<Block> block_storage_;
   std::vector<Block*> spare_blocks_;
   std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments_;
+  std::map<const Block*, std::vector<uint64_t>> stream_uses_;     // only blocks with has_stream_uses
+  std::map<uint64_t, std::vector<Block*>> outstanding_events_;     // stream -> blocks with an event there
+  std::vector<Block*> completed_events_;                          // all events done; freed at process_events
+  size_t pending_frees_ = 0;
 };
 
 }  // namespace oomcast::sim

@@ -36,13 +36,15 @@ std::string CachingAllocator::check_invariants() const {
       if (block->mapped) reserved[small] += static_cast<int64_t>(block->size);
       if (block->allocated) {
         allocated[small] += static_cast<int64_t>(block->size);
+      } else if (block->pending_free) {
+        // waits for its events: neither allocated nor cached
       } else if (block->mapped) {
         free_blocks.insert(block);
         if (!block->expandable && block->is_split()) {
           inactive_split_bytes[small] += static_cast<int64_t>(block->size);
           inactive_split_count[small] += 1;
         }
-        if (block->next && !block->next->allocated && block->next->mapped) {
+        if (block->next && !block->next->allocated && !block->next->pending_free && block->next->mapped) {
           problem << "adjacent free blocks at " << block->address << " and " << block->next->address
                   << " were not merged";
           return problem.str();

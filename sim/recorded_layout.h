@@ -23,6 +23,7 @@ struct RecordedSegment {
 struct RecordedBlock {
   uint64_t extent = 0;  // block size: the rounded request, or more when unsplit
   uint64_t requested = 0;
+  bool pending = false;  // its free was requested, not yet completed (active_pending_free)
 };
 
 class RecordedLayout {

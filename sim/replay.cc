@@ -2,6 +2,8 @@
 // This loop is the simulator's hot path: no hashing, no strings, no allocation per event.
 #include "sim/replay.h"
 
+#include <algorithm>
+
 #include "base/input_error.h"
 #include "sim/caching_allocator.h"
 
@@ -108,13 +110,49 @@ ReplayResult Replayer::run(const Trace& trace) {
         if (reserved > phase_peak_reserved) phase_peak_reserved = reserved;
         break;
       }
-      case EventKind::Free: {
+      case EventKind::Free:
+      case EventKind::FreeRequested: {
         Block* block = event.slot < slots_.size() ? slots_[event.slot] : nullptr;
         if (!block) throw_bad_free(trace, index, "that is not allocated (never allocated, or freed twice)");
-        slots_[event.slot] = nullptr;
-        if (block != &zero_size_block && block != &failed_block) allocator.free(block);
+        if (block->pending_free) throw_bad_free(trace, index, "whose free was already requested");
+        bool real = block != &zero_size_block && block != &failed_block;
+        if (event.kind == EventKind::Free) {
+          slots_[event.slot] = nullptr;
+          if (real) allocator.free(block);
+        } else if (real) {
+          allocator.request_free(block);
+        } else {
+          slots_[event.slot] = nullptr;  // nothing to complete later
+          skipped_completions_.push_back(event.slot);
+        }
         break;
       }
+      case EventKind::FreeCompleted: {
+        Block* block = event.slot < slots_.size() ? slots_[event.slot] : nullptr;
+        if (!block) {
+          auto skipped = std::find(skipped_completions_.begin(), skipped_completions_.end(), event.slot);
+          if (skipped == skipped_completions_.end())
+            throw_bad_free(trace, index, "whose free was not requested (free_completed without free_requested)");
+          skipped_completions_.erase(skipped);
+          break;
+        }
+        if (!block->pending_free) throw_bad_free(trace, index, "whose free was not requested (free_completed without free_requested)");
+        slots_[event.slot] = nullptr;
+        allocator.complete_free(block);
+        break;
+      }
+      case EventKind::RecordStream: {
+        Block* block = event.slot < slots_.size() ? slots_[event.slot] : nullptr;
+        if (block && block != &zero_size_block && block != &failed_block && block->allocated)
+          allocator.record_stream(block, event.stream);
+        break;
+      }
+      case EventKind::StreamSync:
+        allocator.synchronize_stream(event.stream);
+        break;
+      case EventKind::DeviceSync:
+        allocator.synchronize_device();
+        break;
       case EventKind::Mark: {
         close_phase();
         MarkReport mark;

@@ -102,6 +102,7 @@ class Replayer {
   std::unique_ptr<SimulatedDevice> device_;
   std::unique_ptr<CachingAllocator> allocator_;
   std::vector<Block*> slots_;
+  std::vector<uint32_t> skipped_completions_;  // free_requested of a zero-byte or failed alloc
   std::function<void(size_t)> callback_;
 };
 

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/input_error.h"
 #include "sim/caching_allocator.h"
@@ -34,7 +35,14 @@ void undo_events(RecordedLayout& layout, const std::vector<SnapshotTraceEntry>& 
         if (layout.allocated.count(entry.addr))
           layout.fail(index, "free of " + hex(entry.addr) + " while a block there is allocated");
         uint64_t extent = layout.infer_extent(entry.addr, entry.size, index);
-        layout.allocated[entry.addr] = RecordedBlock{extent, entry.size};
+        layout.allocated[entry.addr] = RecordedBlock{extent, entry.size, true};
+        break;
+      }
+      case Action::FreeRequested: {
+        auto it = layout.allocated.find(entry.addr);
+        if (it == layout.allocated.end() || !it->second.pending)
+          layout.fail(index, "free_requested of " + hex(entry.addr) + " whose block is neither freed later nor pending at the dump");
+        it->second.pending = false;
         break;
       }
       case Action::SegmentAlloc: {
@@ -70,7 +78,8 @@ void load_dump_layout(RecordedLayout& layout, const Snapshot& snapshot, int devi
     }
     for (const SnapshotBlock& block : segment.blocks) {
       if (block.state != SnapshotBlock::State::Inactive)
-        layout.allocated[block.address] = RecordedBlock{block.size, block.requested_size};
+        layout.allocated[block.address] = RecordedBlock{block.size, block.requested_size,
+                                                        block.state == SnapshotBlock::State::ActivePendingFree};
     }
   }
 }
@@ -107,7 +116,8 @@ ForwardFacts walk_forward(const RecordedLayout& start, const std::vector<Snapsho
   }
   uint64_t reserved = layout.reserved();
   uint64_t allocated = 0;
-  for (const auto& [address, block] : layout.allocated) allocated += block.extent;
+  for (const auto& [address, block] : layout.allocated)
+    if (!block.pending) allocated += block.extent;
   facts.peak_reserved = reserved;
   facts.peak_allocated = allocated;
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -151,10 +161,18 @@ ForwardFacts walk_forward(const RecordedLayout& start, const std::vector<Snapsho
         allocated += extent;
         break;
       }
+      case Action::FreeRequested: {
+        // allocated_bytes drops at the request; the block stays until free_completed.
+        auto it = layout.allocated.find(entry.addr);
+        if (it == layout.allocated.end()) start.fail(index, "free of " + hex(entry.addr) + ", which is not allocated");
+        if (!it->second.pending) allocated -= it->second.extent;
+        it->second.pending = true;
+        break;
+      }
       case Action::FreeCompleted: {
         auto it = layout.allocated.find(entry.addr);
         if (it == layout.allocated.end()) start.fail(index, "free of " + hex(entry.addr) + ", which is not allocated");
-        allocated -= it->second.extent;
+        if (!it->second.pending) allocated -= it->second.extent;
         layout.allocated.erase(it);
         break;
       }
@@ -246,7 +264,11 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
   std::unordered_map<uint64_t, uint64_t> generation;
   auto id_for = [&](uint64_t address) { return hex(address) + "." + std::to_string(generation[address]); };
   std::map<uint64_t, uint32_t> initial_slots;  // address -> slot
-  for (const auto& [address, block] : start.allocated) initial_slots[address] = builder.adopt(id_for(address));
+  std::unordered_set<uint64_t> deferred;  // addresses whose free was requested, not yet completed
+  for (const auto& [address, block] : start.allocated) {
+    initial_slots[address] = block.pending ? builder.adopt_pending(id_for(address)) : builder.adopt(id_for(address));
+    if (block.pending) deferred.insert(address);
+  }
   std::vector<SegmentDecision> recorded;
   std::vector<int64_t> entry_of_event;
   std::vector<uint64_t> address_of_event;
@@ -267,12 +289,24 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
         entry_of_event.push_back(index);
         address_of_event.push_back(entry.addr);
         break;
-      case Action::FreeCompleted:
-        if (!builder.free(id_for(entry.addr)))
+      case Action::FreeRequested:
+        // Completed at once (no record_stream): one plain free, at the completion.
+        if (i + 1 < entries.size() && entries[i + 1].action == Action::FreeCompleted && entries[i + 1].addr == entry.addr)
+          break;
+        if (!builder.free_requested(id_for(entry.addr)))
+          start.fail(index, "free_requested of " + hex(entry.addr) + ", which is not allocated");
+        deferred.insert(entry.addr);
+        entry_of_event.push_back(index);
+        address_of_event.push_back(0);
+        break;
+      case Action::FreeCompleted: {
+        bool was_deferred = deferred.erase(entry.addr) > 0;
+        if (!(was_deferred ? builder.free_completed(id_for(entry.addr)) : builder.free(id_for(entry.addr))))
           start.fail(index, "free of " + hex(entry.addr) + ", which is not allocated");
         entry_of_event.push_back(index);
         address_of_event.push_back(0);
         break;
+      }
       case Action::SegmentAlloc:
         record(SegmentDecision::Kind::Alloc, entry, i);
         scripted.emplace_back(entry.size, entry.addr);
@@ -318,8 +352,12 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
   CachingAllocator& allocator = replayer.allocator();
   auto bind_blocks = [&](const std::vector<uint64_t>& addresses, const std::vector<RestoredBlock>& blocks,
                          const std::vector<Block*>& restored, size_t& next) {
-    for (size_t i = 0; i < blocks.size(); ++i)
-      if (blocks[i].allocated) replayer.bind(initial_slots.at(addresses[next++]), restored[i]);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (!blocks[i].allocated) continue;
+      uint64_t address = addresses[next++];
+      replayer.bind(initial_slots.at(address), restored[i]);
+      if (start.allocated.at(address).pending) allocator.request_free(restored[i]);
+    }
   };
   std::map<ReservationKey, std::vector<RestoredRun>> expandable_runs;
   std::map<ReservationKey, std::vector<uint64_t>> expandable_addresses;

@@ -30,9 +30,51 @@ uint32_t TraceBuilder::adopt(const std::string& id) {
   return slot;
 }
 
+uint32_t TraceBuilder::adopt_pending(const std::string& id) {
+  uint32_t slot = adopt(id);
+  free_requested_.insert(id);
+  return slot;
+}
+
+bool TraceBuilder::free_requested(const std::string& id) {
+  auto it = live_slots_.find(id);
+  if (it == live_slots_.end() || free_requested_.count(id)) return false;
+  trace_.events.push_back(Event{EventKind::FreeRequested, it->second, 0, 0, 0});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+  free_requested_.insert(id);
+  return true;
+}
+
+bool TraceBuilder::free_completed(const std::string& id) {
+  auto it = live_slots_.find(id);
+  if (it == live_slots_.end() || !free_requested_.erase(id)) return false;
+  trace_.events.push_back(Event{EventKind::FreeCompleted, it->second, 0, 0, 0});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+  live_slots_.erase(it);
+  return true;
+}
+
+bool TraceBuilder::record_stream(const std::string& id, StreamId stream) {
+  auto it = live_slots_.find(id);
+  if (it == live_slots_.end() || free_requested_.count(id)) return false;
+  trace_.events.push_back(Event{EventKind::RecordStream, it->second, 0, 0, stream});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+  return true;
+}
+
+void TraceBuilder::sync(StreamId stream) {
+  trace_.events.push_back(Event{EventKind::StreamSync, 0, 0, 0, stream});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+}
+
+void TraceBuilder::sync_device() {
+  trace_.events.push_back(Event{EventKind::DeviceSync, 0, 0, 0, 0});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+}
+
 bool TraceBuilder::free(const std::string& id) {
   auto it = live_slots_.find(id);
-  if (it == live_slots_.end()) return false;
+  if (it == live_slots_.end() || free_requested_.count(id)) return false;
   trace_.events.push_back(Event{EventKind::Free, it->second, 0, 0, 0});
   if (line_ > 0) trace_.source_lines.push_back(line_);
   live_slots_.erase(it);
@@ -51,6 +93,7 @@ void TraceBuilder::empty_cache() {
 
 Trace TraceBuilder::take() {
   live_slots_.clear();
+  free_requested_.clear();
   string_index_.clear();
   Trace out = std::move(trace_);
   trace_ = Trace{};

@@ -1,11 +1,13 @@
 // Trace: the simulator's input language. An ordered list of events (alloc, free, mark,
-// empty_cache) that the planner emits and the snapshot reader produces; sim never learns
-// where a trace came from. The text form is documented in docs/trace-format.md.
+// empty_cache, and the stream events: record_stream, free_requested / free_completed,
+// sync) that the planner emits and the snapshot reader produces; sim never learns where a
+// trace came from. The text form is documented in docs/trace-format.md.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace oomcast::sim {
@@ -18,6 +20,11 @@ enum class EventKind : uint8_t {
   Free,        // free the block allocated for `slot`
   Mark,        // a named point (phase boundary); `tag` is the label
   EmptyCache,  // torch.cuda.empty_cache()
+  RecordStream,   // tensor `slot`.record_stream(`stream`): its free waits for that stream
+  FreeRequested,  // the free of `slot` is requested; the block returns at FreeCompleted
+  FreeCompleted,  // the pending free of `slot` completes (as a snapshot records it)
+  StreamSync,     // all work queued on `stream` so far has finished (its events complete)
+  DeviceSync,     // torch.cuda.synchronize(): every stream's work has finished
 };
 
 // One event. `slot` is a dense index naming the allocation (0..Trace::slot_names.size()-1),
@@ -49,8 +56,17 @@ class TraceBuilder {
   // Makes a live slot for `id` without an event: an allocation made before the trace
   // starts (the state at a snapshot window's start). Returns the slot.
   uint32_t adopt(const std::string& id);
-  // Returns false (and appends nothing) when `id` is not currently allocated.
+  // The slot may also start with its free requested (a pending free at a window's start).
+  uint32_t adopt_pending(const std::string& id);
+  // Returns false (and appends nothing) when `id` is not currently allocated (or its free
+  // was already requested).
   bool free(const std::string& id);
+  // Same rules; free_requested keeps `id` until free_completed, which needs a request.
+  bool free_requested(const std::string& id);
+  bool free_completed(const std::string& id);
+  bool record_stream(const std::string& id, StreamId stream);
+  void sync(StreamId stream);
+  void sync_device();
   void mark(const std::string& label);
   void empty_cache();
   void set_source_line(int64_t line) { line_ = line; }
@@ -61,6 +77,7 @@ class TraceBuilder {
  private:
   Trace trace_;
   std::unordered_map<std::string, uint32_t> live_slots_;
+  std::unordered_set<std::string> free_requested_;
   std::unordered_map<std::string, uint32_t> string_index_;
   int64_t line_ = 0;
 };

@@ -84,17 +84,44 @@ class TraceParser {
       live_since_[id] = line_number_;
       freed_at_.erase(id);
       builder_.alloc(id, bytes, stream, tag);
-    } else if (action == "free") {
-      if (fields.size() != 2) fail(action, "free takes exactly one id: 'free <id>'");
+    } else if (action == "free" || action == "free_requested" || action == "free_completed") {
+      if (fields.size() != 2)
+        fail(action, std::string(action) + " takes exactly one id: '" + std::string(action) + " <id>'");
       std::string id(fields[1]);
-      if (!builder_.free(id)) {
+      bool ok = action == "free"             ? builder_.free(id)
+                : action == "free_requested" ? builder_.free_requested(id)
+                                             : builder_.free_completed(id);
+      if (!ok) {
         auto freed = freed_at_.find(id);
         if (freed != freed_at_.end())
           fail(id, "double free of id '" + id + "' (already freed on line " + std::to_string(freed->second) + ")");
-        fail(id, "free of unknown id '" + id + "'");
+        if (!live_since_.count(id)) fail(id, std::string(action) + " of unknown id '" + id + "'");
+        if (action == "free_completed") fail(id, "free_completed of id '" + id + "' whose free was not requested");
+        fail(id, std::string(action) + " of id '" + id + "' whose free was already requested on line " +
+                     std::to_string(requested_at_[id]));
       }
-      live_since_.erase(id);
-      freed_at_[id] = line_number_;
+      if (action == "free_requested") {
+        requested_at_[id] = line_number_;
+      } else {
+        live_since_.erase(id);
+        requested_at_.erase(id);
+        freed_at_[id] = line_number_;
+      }
+    } else if (action == "record_stream") {
+      if (fields.size() != 3) fail(action, "record_stream takes an id and a stream: 'record_stream <id> <stream>'");
+      std::string id(fields[1]);
+      uint64_t stream = parse_number(fields[2], "stream");
+      if (!builder_.record_stream(id, stream)) {
+        if (!live_since_.count(id)) fail(id, "record_stream of id '" + id + "', which is not allocated");
+        fail(id, "record_stream of id '" + id + "' after its free was requested");
+      }
+    } else if (action == "sync") {
+      if (fields.size() > 2) fail(fields[2], "sync takes at most one stream: 'sync [stream]'");
+      if (fields.size() == 2) {
+        builder_.sync(parse_number(fields[1], "stream"));
+      } else {
+        builder_.sync_device();
+      }
     } else if (action == "mark") {
       size_t label_start = line.find("mark") + 4;
       std::string_view label = line.substr(label_start);
@@ -106,9 +133,12 @@ class TraceParser {
       if (fields.size() != 1) fail(fields[1], "empty_cache takes no arguments");
       builder_.empty_cache();
     } else {
-      static const std::vector<std::string> actions = {"alloc", "free", "mark", "empty_cache"};
+      static const std::vector<std::string> actions = {"alloc",          "free",          "mark",
+                                                       "empty_cache",    "record_stream", "free_requested",
+                                                       "free_completed", "sync"};
       fail(action, "unknown trace action '" + std::string(action) + "'" + did_you_mean(action, actions) +
-                       "; expected alloc, free, mark or empty_cache");
+                       "; expected alloc, free, mark, empty_cache, record_stream, free_requested, "
+                       "free_completed or sync");
     }
   }
 
@@ -117,6 +147,7 @@ class TraceParser {
   TraceBuilder builder_;
   std::unordered_map<std::string, int64_t> live_since_;
   std::unordered_map<std::string, int64_t> freed_at_;
+  std::unordered_map<std::string, int64_t> requested_at_;
 };
 
 }  // namespace
@@ -146,7 +177,8 @@ Trace read_trace_file(const std::string& path) {
 }
 
 void write_trace(std::ostream& out, const Trace& trace) {
-  out << "# oomcast trace v1: alloc <id> <bytes> [stream] [tag] | free <id> | mark <label> | empty_cache\n";
+  out << "# oomcast trace v1: alloc <id> <bytes> [stream] [tag] | free <id> | mark <label> | empty_cache |"
+         " record_stream <id> <stream> | free_requested <id> | free_completed <id> | sync [stream]\n";
   // A Trace's slots are distinct even when two live slots share a name (the planner's names
   // are labels); the text form needs unique live ids, so a clash gets the slot appended.
   std::unordered_map<std::string, uint32_t> live_names;
@@ -183,6 +215,23 @@ void write_trace(std::ostream& out, const Trace& trace) {
         break;
       case EventKind::EmptyCache:
         out << "empty_cache\n";
+        break;
+      case EventKind::RecordStream:
+        out << "record_stream " << name_of(event.slot) << ' ' << event.stream << '\n';
+        break;
+      case EventKind::FreeRequested:
+        out << "free_requested " << name_of(event.slot) << '\n';
+        break;
+      case EventKind::FreeCompleted:
+        out << "free_completed " << name_of(event.slot) << '\n';
+        live_names.erase(name_of(event.slot));
+        written[event.slot].clear();
+        break;
+      case EventKind::StreamSync:
+        out << "sync " << event.stream << '\n';
+        break;
+      case EventKind::DeviceSync:
+        out << "sync\n";
         break;
     }
   }

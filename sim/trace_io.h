@@ -3,6 +3,9 @@
 //   free <id>
 //   mark <label>
 //   empty_cache
+//   record_stream <id> <stream>
+//   free_requested <id> / free_completed <id>
+//   sync [stream]
 // '#' starts a comment; blank lines are ignored.
 #pragma once
 

@@ -64,7 +64,7 @@ TEST_CASE("writing and reading a trace gives the same events", "[sim][trace]") {
 TEST_CASE("an unknown action is an error with a suggestion", "[sim][trace][errors]") {
   CHECK(error_of("alloc a 1\nallocc b 2\n") ==
         "t.trace:2: event 1: error: unknown trace action 'allocc' (did you mean 'alloc'?); expected alloc, free, "
-        "mark or empty_cache");
+        "mark, empty_cache, record_stream, free_requested, free_completed or sync");
 }
 
 TEST_CASE("a free of an unknown id is an error naming the line", "[sim][trace][errors]") {
@@ -125,4 +125,37 @@ TEST_CASE("carriage returns are blanks, so a trace written back reads the same",
   Trace again = parse_trace_text("again", out.str());
   REQUIRE(again.events.size() == 3);
   CHECK(again.strings[again.events[2].tag] == "end");
+}
+
+TEST_CASE("the stream actions round-trip through the text form", "[sim][trace][streams]") {
+  const char* text =
+      "alloc a 4096 0\nrecord_stream a 7\nfree a\nalloc b 100\nfree_requested b\nsync 7\nsync\nfree_completed b\n";
+  Trace trace = parse_trace_text("t.trace", text);
+  REQUIRE(trace.events.size() == 8);
+  CHECK(trace.events[1].kind == EventKind::RecordStream);
+  CHECK(trace.events[1].stream == 7);
+  CHECK(trace.events[4].kind == EventKind::FreeRequested);
+  CHECK(trace.events[5].kind == EventKind::StreamSync);
+  CHECK(trace.events[6].kind == EventKind::DeviceSync);
+  CHECK(trace.events[7].kind == EventKind::FreeCompleted);
+  std::ostringstream out;
+  write_trace(out, trace);
+  Trace again = parse_trace_text("again", out.str());
+  REQUIRE(again.events.size() == trace.events.size());
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    CHECK(again.events[i].kind == trace.events[i].kind);
+    CHECK(again.events[i].stream == trace.events[i].stream);
+  }
+}
+
+TEST_CASE("free_completed needs a free_requested of the same id", "[sim][trace][streams][errors]") {
+  CHECK(error_of("alloc a 1\nfree_completed a\n") ==
+        "t.trace:2: event 1: error: free_completed of id 'a' whose free was not requested");
+  CHECK(error_of("alloc a 1\nfree_requested a\nfree a\n") ==
+        "t.trace:3: event 2: error: free of id 'a' whose free was already requested on line 2");
+}
+
+TEST_CASE("record_stream needs a live id", "[sim][trace][streams][errors]") {
+  CHECK(error_of("record_stream a 3\n") ==
+        "t.trace:1: event 0: error: record_stream of id 'a', which is not allocated");
 }
