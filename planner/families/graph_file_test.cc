@@ -85,3 +85,29 @@ TEST_CASE("the mlp graph file plans to the preset's schedule event for event", "
   }
   require_same_schedule(scenario, "mlp.graph.yaml");
 }
+
+TEST_CASE("the llama-tiny graph file plans to the preset's schedule event for event", "[graph_file]") {
+  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32);
+  SECTION("fp32, SDPA math, CPU") {}
+  SECTION("amp_bf16, eager attention, dropout, torch 1.13 formulas") {
+    scenario.precision = Precision::AmpBf16;
+    scenario.attention = AttentionImpl::Eager;
+    scenario.dropout = 0.1;
+    scenario.allocator.torch_version = 113;
+  }
+  SECTION("pure_bf16 on a GPU, flash attention, selective checkpointing of rms-norm pieces") {
+    scenario.precision = Precision::PureBf16;
+    scenario.attention = AttentionImpl::Flash;
+    scenario.device.is_cpu = false;
+    scenario.checkpointing.mode = CheckpointMode::Selective;
+    scenario.checkpointing.recompute_ops = {"mul", "pow", "silu"};
+  }
+  SECTION("amp_fp16, every-2nd block checkpointed, eval") {
+    scenario.precision = Precision::AmpFp16;
+    scenario.device.is_cpu = false;
+    scenario.checkpointing.mode = CheckpointMode::EveryN;
+    scenario.checkpointing.every_n = 2;
+    scenario.eval.enabled = true;
+  }
+  require_same_schedule(scenario, "llama-tiny.graph.yaml");
+}
