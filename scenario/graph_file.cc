@@ -124,7 +124,7 @@ Expr GraphReader::read_count(const YamlNode& node) {
 
 std::vector<Statement> GraphReader::read_declarations(const YamlNode& list, DeclarationKind kind, int depth) {
   std::vector<Statement> out;
-  if (list.is_missing()) return out;
+  if (list.is_missing() || list.kind() == YamlNode::Kind::Null) return out;
   if (!list.is_sequence()) list.fail("'" + list.key() + "' must be a list");
   if (depth > 16) list.fail("declarations nest at most 16 deep");
   for (const YamlNode& item : list.items()) {
@@ -185,7 +185,7 @@ std::vector<Statement> GraphReader::read_declarations(const YamlNode& list, Decl
 
 std::vector<Statement> GraphReader::read_body(const YamlNode& list, int depth) {
   std::vector<Statement> out;
-  if (list.is_missing()) return out;
+  if (list.is_missing() || list.kind() == YamlNode::Kind::Null) return out;
   if (!list.is_sequence()) list.fail("'" + list.key() + "' must be a list of statements");
   if (depth > 64) list.fail("statements nest at most 64 deep");
   for (const YamlNode& item : list.items()) out.push_back(read_statement(item, depth));

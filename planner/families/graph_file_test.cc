@@ -3,8 +3,12 @@
 // precisions, attention backends, checkpointing, dropout, eval and gradient accumulation.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
+#include "planner/families/families.h"
+#include "planner/families/graph_file_export.h"
 #include "planner/planner_test_support.h"
 #include "sim/trace_io.h"
 
@@ -110,4 +114,76 @@ TEST_CASE("the llama-tiny graph file plans to the preset's schedule event for ev
     scenario.eval.enabled = true;
   }
   require_same_schedule(scenario, "llama-tiny.graph.yaml");
+}
+
+namespace {
+
+// Builds `scenario`'s training graph as plan_steps does, exports it as generic ops only, and
+// plans the export: the events (kind, slot, size, in order) must be the preset's.
+void require_export_plans_like_preset(const Scenario& scenario) {
+  BuildContext context;
+  context.precision = precision_rules(scenario.precision);
+  context.attention = scenario.attention;
+  context.dropout = scenario.dropout;
+  context.batch = scenario.batch_size;
+  context.seq_len = scenario.seq_len;
+  context.cpu_kernels = scenario.device.is_cpu;
+  context.torch_version = scenario.allocator.torch_version;
+  GraphBuilder builder(context);
+  families::build_forward(builder, scenario.model);
+  LayerGraph graph = builder.finish();
+  std::string path = (std::filesystem::temp_directory_path() / ("oomcast-export-" + scenario.model.name + ".yaml")).string();
+  std::ofstream(path) << families::export_graph_file(graph, scenario.model.name + "-export");
+
+  PlannedTrace expected = plan_steps(scenario);
+  PlannedTrace actual = plan_steps(with_model(scenario, path));
+  CHECK(actual.parameter_count == expected.parameter_count);
+  REQUIRE(actual.trace.events.size() == expected.trace.events.size());
+  size_t differing = 0;
+  for (size_t i = 0; i < expected.trace.events.size(); ++i) {
+    const auto& a = actual.trace.events[i];
+    const auto& e = expected.trace.events[i];
+    if (a.kind != e.kind || a.slot != e.slot || a.bytes != e.bytes) ++differing;
+  }
+  CHECK(differing == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a family exported as generic ops plans to the preset's events", "[graph_file]") {
+  std::string preset = GENERATE(as<std::string>{}, "gpt2-tiny", "llama-tiny", "mlp");
+  Scenario scenario = testing::cpu_scenario(preset, 2, preset == "mlp" ? 1 : 32);
+  SECTION("fp32, dropout, CPU") { scenario.dropout = 0.1; }
+  SECTION("fp32, full checkpointing, GPU") {
+    scenario.checkpointing.mode = CheckpointMode::Full;
+    scenario.device.is_cpu = false;
+    scenario.device.cublas_workspace_bytes = 4 << 20;
+    scenario.device.cublas_workspaces = 2;
+  }
+  SECTION("pure_bf16, selective checkpointing") {
+    scenario.precision = Precision::PureBf16;
+    scenario.checkpointing.mode = CheckpointMode::Selective;
+    scenario.checkpointing.recompute_ops = {"gelu", "mul", "relu"};
+  }
+  require_export_plans_like_preset(scenario);
+}
+
+TEST_CASE("generic ops named by their aten ops follow autocast as the catalogue's ops do", "[graph_file]") {
+  // Within an op the generic addmm casts its inputs in argument order (bias first), the
+  // catalogue's linear x first: the same bytes live at every phase boundary and the same peak.
+  Scenario scenario = testing::cpu_scenario("mlp", 8, 1);
+  SECTION("fp32") {}
+  SECTION("amp_bf16: matmuls in bf16 through the weight cache, log_softmax in fp32") {
+    scenario.precision = Precision::AmpBf16;
+  }
+  SECTION("pure_bf16") { scenario.precision = Precision::PureBf16; }
+  PlannedTrace expected_plan = plan_steps(scenario);
+  PlannedTrace actual_plan = plan_steps(with_model(scenario, kGraphs + "mlp-generic.graph.yaml"));
+  testing::ScheduleCheck expected = testing::check_schedule(expected_plan);
+  testing::ScheduleCheck actual = testing::check_schedule(actual_plan);
+  REQUIRE(actual.ok);
+  CHECK(actual_plan.parameter_count == expected_plan.parameter_count);
+  CHECK(actual.live_at_mark == expected.live_at_mark);
+  CHECK(actual.peak_bytes == expected.peak_bytes);
+  CHECK(actual_plan.trace.events.size() == expected_plan.trace.events.size());
 }
