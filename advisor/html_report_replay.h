@@ -6,6 +6,7 @@
 #include <string>
 
 #include "advisor/html_report.h"
+#include "advisor/snapshot_analysis.h"
 #include "sim/replay.h"
 #include "sim/snapshot.h"
 #include "sim/snapshot_replay.h"
@@ -24,5 +25,9 @@ HtmlReport snapshot_html_report(const std::string& file, const sim::Snapshot& sn
                                 const sim::AllocatorConfig& config, int device_index,
                                 const sim::SnapshotReplayReport& first,
                                 std::function<std::string(int64_t entry)> entry_label = {});
+
+// Adds the analysis of a real snapshot: categories from its frames and the table of the
+// largest live allocations at the peak by call site (html_report_analysis.cc).
+void add_snapshot_analysis(HtmlReport& report, const SnapshotAnalysis& analysis, size_t top);
 
 }  // namespace oomcast::planner

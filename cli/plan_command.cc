@@ -9,6 +9,7 @@
 #include "base/input_error.h"
 #include "cli/commands.h"
 #include "advisor/html_report_plan.h"
+#include "advisor/plan_snapshot_export.h"
 #include "advisor/predict.h"
 #include "advisor/report.h"
 #include "scenario/scenario_loader.h"
@@ -25,6 +26,7 @@ struct PlanFlags {
   bool json = false;
   std::string emit_trace;
   std::string html;
+  std::string export_snapshot;
 };
 
 int run_plan(const PlanFlags& flags) {
@@ -37,6 +39,7 @@ int run_plan(const PlanFlags& flags) {
   }
   planner::Prediction prediction = planner::predict_planned(scenario, planned);
   if (!flags.html.empty()) write_html_report(plan_html_report(scenario, planned, prediction), flags.html);
+  if (!flags.export_snapshot.empty()) planner::export_plan_snapshot(flags.export_snapshot, scenario, planned);
   std::string text = flags.json ? planner::render_json(prediction) : planner::render_text(prediction);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return prediction.fits ? 0 : 1;
@@ -57,6 +60,9 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                       "also write the planned allocation schedule as a trace (docs/trace-format.md)");
   command->add_option("--html", flags->html,
                       "also write a self-contained HTML report: timeline, categories and segments at the peak");
+  command->add_option("--export-snapshot", flags->export_snapshot,
+                      "also write the simulated run as a torch.cuda.memory._snapshot() pickle (.pickle, .pickle.gz) "
+                      "for PyTorch's memory_viz and `oomcast replay`");
   command->callback([flags, &exit_code] { exit_code = run_plan(*flags); });
 }
 

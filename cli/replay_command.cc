@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "advisor/html_report_replay.h"
+#include "advisor/snapshot_analysis.h"
 #include "base/input_error.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
@@ -110,9 +111,16 @@ int run_replay(const ReplayFlags& flags) {
     sim::SnapshotReplayReport report =
         sim::replay_snapshot(snapshot, config, flags.file, flags.device_index, flags.check_invariants);
     bool reproduced = !report.first_mismatch;
-    if (!flags.html.empty())
-      write_html_report(planner::snapshot_html_report(flags.file, snapshot, config, flags.device_index, report),
-                        flags.html);
+    planner::SnapshotFrameTable frames = planner::read_snapshot_frames(flags.file, flags.device_index);
+    planner::SnapshotAnalysis analysis =
+        planner::analyze_snapshot(flags.file, snapshot, config, flags.device_index, report, frames);
+    if (!flags.html.empty()) {
+      planner::HtmlReport page = planner::snapshot_html_report(
+          flags.file, snapshot, config, flags.device_index, report,
+          [&frames](int64_t entry) { return planner::call_site_text(planner::call_site_of(frames, entry)); });
+      planner::add_snapshot_analysis(page, analysis, 20);
+      write_html_report(page, flags.html);
+    }
     if (flags.json) {
       nlohmann::json out = replay_json(report.replay);
       out["events"] = report.trace.events.size();
@@ -138,6 +146,7 @@ int run_replay(const ReplayFlags& flags) {
         recorded["first_mismatch"] = nullptr;
       }
       out["recorded"] = recorded;
+      out["analysis"] = planner::analysis_json(analysis, 20);
       fmt::print("{}\n", out.dump(2));
     } else {
       print_replay_text(flags.file, report.replay);
@@ -164,6 +173,8 @@ int run_replay(const ReplayFlags& flags) {
       fmt::print("  recorded peak allocated {} B, simulated {} B ({})\n", report.recorded_peak_allocated_bytes,
                  report.replay.peak_allocated_bytes,
                  report.recorded_peak_allocated_bytes == report.replay.peak_allocated_bytes ? "equal" : "DIFFERENT");
+      std::string text = planner::render_analysis_text(analysis, 10);
+      std::fwrite(text.data(), 1, text.size(), stdout);
     }
     return report.replay.oom ? 1 : 0;
   }

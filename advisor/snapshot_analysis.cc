@@ -1,0 +1,233 @@
+// Call sites and categories from frames. A user's frame is a Python frame outside torch and
+// installed packages; allocations made by the autograd engine's thread carry no Python frame
+// and are named by their autograd node (DivBackward0) or, failing that, their aten op.
+#include "advisor/snapshot_analysis.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "advisor/byte_text.h"
+#include "advisor/timeline_recorder.h"
+
+namespace oomcast::planner {
+namespace {
+
+bool is_library_file(const std::string& filename) {
+  return filename.find("/torch/") != std::string::npos || filename.find("site-packages/") != std::string::npos ||
+         filename.find("dist-packages/") != std::string::npos || filename.starts_with("<frozen") ||
+         filename.find("/lib/python3") != std::string::npos;
+}
+
+// The last `parts` components of a path: enough to recognise, short enough to print.
+std::string short_path(const std::string& path, int parts) {
+  size_t at = path.size();
+  for (int i = 0; i < parts && at != std::string::npos && at > 0; ++i) at = path.rfind('/', at - 1);
+  return at == std::string::npos || at == 0 ? path : path.substr(at + 1);
+}
+
+std::string frame_text(const CallFrame& frame, int parts) {
+  return fmt::format("{}:{} {}", short_path(frame.filename, parts), frame.line, frame.name);
+}
+
+// "torch::autograd::generated::DivBackward0::apply(...)" -> "DivBackward0".
+std::string between(const std::string& text, const std::string& before, const std::string& after) {
+  size_t start = text.find(before);
+  if (start == std::string::npos) return "";
+  start += before.size();
+  size_t end = text.find(after, start);
+  return end == std::string::npos ? "" : text.substr(start, end - start);
+}
+
+const std::vector<uint32_t>& frames_of(const SnapshotFrameTable& frames, int64_t entry) {
+  static const std::vector<uint32_t> none;
+  return entry >= 0 && static_cast<size_t>(entry) < frames.entry_frames.size() ? frames.entry_frames[entry] : none;
+}
+
+void add(std::map<std::pair<std::string, std::string>, SiteBytes>& groups, const CallSite& where, uint64_t bytes) {
+  SiteBytes& row = groups[{where.site, where.via}];
+  row.where = where;
+  row.bytes += bytes;
+  row.blocks += 1;
+}
+
+std::vector<SiteBytes> largest_first(std::map<std::pair<std::string, std::string>, SiteBytes>& groups) {
+  std::vector<SiteBytes> rows;
+  for (auto& [key, row] : groups) rows.push_back(std::move(row));
+  std::stable_sort(rows.begin(), rows.end(), [](const SiteBytes& a, const SiteBytes& b) { return a.bytes > b.bytes; });
+  return rows;
+}
+
+}  // namespace
+
+std::string call_site_text(const CallSite& where) {
+  return where.via.empty() ? where.site : where.site + "  (via " + where.via + ")";
+}
+
+CallSite call_site_of(const SnapshotFrameTable& frames, int64_t entry) {
+  const std::vector<uint32_t>& ids = frames_of(frames, entry);
+  CallSite where;
+  const CallFrame* innermost_python = nullptr;
+  for (uint32_t id : ids) {
+    const CallFrame& frame = frames.frames[id];
+    if (!frame.is_python()) continue;
+    if (!innermost_python) innermost_python = &frame;
+    if (!is_library_file(frame.filename)) {
+      where.site = frame_text(frame, 2);
+      if (innermost_python != &frame) where.via = frame_text(*innermost_python, 3);
+      return where;
+    }
+  }
+  if (innermost_python) {
+    where.site = frame_text(*innermost_python, 3);
+    return where;
+  }
+  for (uint32_t id : ids) {
+    std::string node = between(frames.frames[id].name, "torch::autograd::generated::", "::apply");
+    if (!node.empty()) {
+      where.site = node + " (autograd backward, no Python frame)";
+      return where;
+    }
+  }
+  for (uint32_t id : ids) {
+    std::string op = between(frames.frames[id].name, "at::_ops::", "::");
+    if (!op.empty()) {
+      where.site = "aten::" + op + " (no Python frame)";
+      return where;
+    }
+  }
+  // Frames that are neither Python nor native code: a tool's own (oomcast's exports name the op
+  // and tensor this way).
+  for (uint32_t id : ids) {
+    const CallFrame& frame = frames.frames[id];
+    const std::string& file = frame.filename;
+    bool native = file.empty() || file == "??" || file.ends_with(".cpp") || file.ends_with(".cc") ||
+                  file.ends_with(".h") || file.ends_with(".cu") || file.ends_with(".o") || file.ends_with(".so");
+    if (!native) {
+      where.site = frame.name + " (" + file + ")";
+      return where;
+    }
+  }
+  where.site = ids.empty() ? "(no frames)" : "(native frames only)";
+  return where;
+}
+
+// First match wins. Optimizer: a Python frame under torch/optim/ or in a file named like an
+// optimizer with function step. Backward: the autograd engine's native frames, or a Python
+// backward() of torch. Model setup: module construction, reset_parameters or Module._apply
+// (.to/.cuda). Forward: any Python frame named forward.
+const char* frame_category(const SnapshotFrameTable& frames, int64_t entry) {
+  const std::vector<uint32_t>& ids = frames_of(frames, entry);
+  if (ids.empty()) return "unknown (no frames)";
+  bool backward = false, setup = false, forward = false;
+  for (uint32_t id : ids) {
+    const CallFrame& frame = frames.frames[id];
+    const std::string& file = frame.filename;
+    if (frame.is_python()) {
+      if (file.find("/optim/") != std::string::npos ||
+          (frame.name == "step" && short_path(file, 1).find("optim") != std::string::npos))
+        return "optimizer step";
+      if (frame.name == "backward" && is_library_file(file)) backward = true;
+      if (frame.name == "__init__" || frame.name == "reset_parameters" || frame.name == "_apply") setup = true;
+      if (frame.name == "forward") forward = true;
+    } else if (frame.name.find("torch::autograd::Engine::") != std::string::npos) {
+      backward = true;
+    }
+  }
+  if (backward) return "backward";
+  if (setup) return "model setup";
+  if (forward) return "forward";
+  return "other";
+}
+
+SnapshotAnalysis analyze_snapshot(const std::string& name, const sim::Snapshot& snapshot,
+                                  const sim::AllocatorConfig& config, int device_index,
+                                  const sim::SnapshotReplayReport& report, const SnapshotFrameTable& frames) {
+  SnapshotAnalysis analysis;
+  analysis.name = name;
+  analysis.has_frames = frames.has_frames();
+  analysis.peak_allocated_bytes = report.replay.peak_allocated_bytes;
+  analysis.peak_event = report.replay.peak_allocated_event;
+  const std::vector<int64_t>& entries = report.entry_of_event;
+  auto entry_of = [&](size_t event) { return event < entries.size() ? entries[event] : int64_t{-1}; };
+  analysis.peak_site = call_site_of(frames, entry_of(analysis.peak_event));
+
+  // The allocated blocks right after the peak event, each with the event that allocated it.
+  TimelineRecorder recorder(report.trace.events.size(), 1, analysis.peak_event);
+  sim::replay_snapshot(snapshot, config, name, device_index, false, [&](size_t event, sim::Replayer& replayer) {
+    recorder.after_event(event, report.trace, replayer);
+  });
+  TimelineRecording recording = recorder.finish(0);
+  std::map<std::pair<std::string, std::string>, SiteBytes> live, categories;
+  for (const SegmentView& segment : recording.segments) {
+    for (const SegmentPiece& piece : segment.pieces) {
+      if (piece.state != SegmentPieceState::Allocated) continue;
+      if (piece.alloc_event == SIZE_MAX) {
+        CallSite before{"(allocated before the recording window)", ""};
+        add(live, before, piece.size);
+        add(categories, before, piece.size);
+        continue;
+      }
+      int64_t entry = entry_of(piece.alloc_event);
+      add(live, call_site_of(frames, entry), piece.size);
+      add(categories, CallSite{frame_category(frames, entry), ""}, piece.size);
+    }
+  }
+  analysis.live_at_peak = largest_first(live);
+  analysis.categories = largest_first(categories);
+
+  std::map<std::pair<std::string, std::string>, SiteBytes> allocated;
+  for (size_t event = 0; event < report.trace.events.size(); ++event) {
+    const sim::Event& e = report.trace.events[event];
+    if (e.kind == sim::EventKind::Alloc) add(allocated, call_site_of(frames, entry_of(event)), e.bytes);
+  }
+  analysis.allocated_in_window = largest_first(allocated);
+  return analysis;
+}
+
+std::string render_analysis_text(const SnapshotAnalysis& analysis, size_t top) {
+  std::string text;
+  if (!analysis.has_frames)
+    text += "  (the snapshot has no frames: record it with _record_memory_history(stacks=\"python\") to see call sites)\n";
+  text += fmt::format("  the peak allocation came from {}\n", call_site_text(analysis.peak_site));
+  text += "  largest live allocations at the peak, by call site:\n";
+  double total = std::max<double>(1.0, static_cast<double>(analysis.peak_allocated_bytes));
+  for (size_t i = 0; i < analysis.live_at_peak.size() && i < top; ++i) {
+    const SiteBytes& row = analysis.live_at_peak[i];
+    text += fmt::format("    {:>12} {:>5.1f}% {:>6} blocks  {}\n", byte_text(row.bytes),
+                        100.0 * static_cast<double>(row.bytes) / total, row.blocks, call_site_text(row.where));
+  }
+  if (analysis.live_at_peak.size() > top)
+    text += fmt::format("    ... {} more call sites\n", analysis.live_at_peak.size() - top);
+  text += "  categories at the peak (from the frames):\n";
+  for (const SiteBytes& row : analysis.categories) {
+    text += fmt::format("    {:>12} {:>5.1f}%  {}\n", byte_text(row.bytes), 100.0 * static_cast<double>(row.bytes) / total,
+                        row.where.site);
+  }
+  return text;
+}
+
+nlohmann::json analysis_json(const SnapshotAnalysis& analysis, size_t top) {
+  auto rows = [top](const std::vector<SiteBytes>& sites, const char* key) {
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t i = 0; i < sites.size() && i < top; ++i) {
+      nlohmann::json row;
+      row[key] = sites[i].where.site;
+      if (std::string(key) == "site") row["via"] = sites[i].where.via;
+      row["bytes"] = sites[i].bytes;
+      row["blocks"] = sites[i].blocks;
+      out.push_back(std::move(row));
+    }
+    return out;
+  };
+  nlohmann::json out;
+  out["has_frames"] = analysis.has_frames;
+  out["peak_site"] = call_site_text(analysis.peak_site);
+  out["live_at_peak"] = rows(analysis.live_at_peak, "site");
+  out["categories"] = rows(analysis.categories, "category");
+  out["allocated_in_window"] = rows(analysis.allocated_in_window, "site");
+  return out;
+}
+
+}  // namespace oomcast::planner
