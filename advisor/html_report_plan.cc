@@ -129,7 +129,7 @@ HtmlReport plan_html_report(const Scenario& scenario, const PlannedTrace& planne
       if (event.kind == sim::EventKind::Alloc) {
         live[event.slot] = event.bytes;
         total += event.bytes;
-      } else if (event.kind == sim::EventKind::Free) {
+      } else if (event.kind == sim::EventKind::Free || event.kind == sim::EventKind::FreeCompleted) {
         total -= live[event.slot];
         live[event.slot] = 0;
       } else if (event.kind == sim::EventKind::Mark) {

@@ -114,9 +114,9 @@ HtmlReport snapshot_html_report(const std::string& file, const sim::Snapshot& sn
     int64_t entry = event < entries.size() ? entries[event] : -1;
     std::string where = entry_label && entry >= 0 ? entry_label(entry) : "";
     const sim::Event& e = trace.events[event];
-    std::string what = e.kind == sim::EventKind::Alloc ? fmt::format("alloc {}", byte_text(e.bytes))
-                       : e.kind == sim::EventKind::Free ? std::string("free")
-                                                        : std::string("empty_cache");
+    std::string what = e.kind == sim::EventKind::Alloc       ? fmt::format("alloc {}", byte_text(e.bytes))
+                       : e.kind == sim::EventKind::EmptyCache ? std::string("empty_cache")
+                                                              : std::string("free");
     if (entry >= 0) what += fmt::format(" (trace entry {})", entry);
     return where.empty() ? what : what + " at " + where;
   };

@@ -218,13 +218,18 @@ SnapshotExport build_snapshot_pickle(const Trace& trace, const AllocatorConfig& 
       uint64_t address = replayer.address_of(event.slot);
       slots[event.slot] = SlotRecord{address, event.bytes, index};
       if (address) entries.entry("alloc", address, event.bytes, event.stream, index);
-    } else if (event.kind == EventKind::Free) {
+    } else if (event.kind == EventKind::Free || event.kind == EventKind::FreeRequested ||
+               event.kind == EventKind::FreeCompleted) {
+      // A plain free is both entries; a trace that splits them (record_stream) keeps its order.
+      // Frees the allocator completes on its own (an event polled inside a malloc) are not
+      // trace events and so are not written.
       SlotRecord& slot = slots[event.slot];
-      if (slot.address) {
+      if (slot.address && event.kind != EventKind::FreeCompleted)
         entries.entry("free_requested", slot.address, slot.requested, event.stream, slot.alloc_event);
+      if (slot.address && event.kind != EventKind::FreeRequested) {
         entries.entry("free_completed", slot.address, slot.requested, event.stream, slot.alloc_event);
+        slot = SlotRecord{};
       }
-      slot = SlotRecord{};
     }
   });
   result.replay = replayer.run(trace);
