@@ -30,6 +30,12 @@ class GraphBuilder:
     def shape(self, tid):
         return list(self.shapes[tid])
 
+    def shape_of_name(self, name):
+        for tid, n in self.names.items():
+            if n == name:
+                return self.shape(tid)
+        return []
+
     def t(self, tid):
         return self.rec.tensors[tid]
 

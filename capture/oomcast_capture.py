@@ -67,7 +67,7 @@ def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None):
     doc["inputs"] = builder.inputs()
     forward = builder.forward()
     if repeats:
-        forward = fold_repeats(forward, doc)
+        forward = fold_repeats(forward, doc, builder.shape_of_name)
     doc["forward"] = forward
     doc["outputs"] = builder.outputs_section()
     params = sum(_numel(base.tensors[t].shape) for t in base.parameters)
