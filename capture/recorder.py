@@ -28,6 +28,9 @@ _VALUE_READS = {"aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "
                 "aten::allclose"}
 
 
+_SAVED_ATTRS = {}  # grad_fn class -> its _saved_* attribute names
+
+
 def _op_name(func):
     return str(func.overloadpacket._qualified_op_name) if hasattr(func.overloadpacket, "_qualified_op_name") \
         else "aten::" + func.overloadpacket.__name__
@@ -213,7 +216,10 @@ class Recorder(TorchDispatchMode):
 
     def _saved_of(self, node, op):
         ids = []
-        for attr in sorted(a for a in dir(node) if a.startswith("_saved_")):
+        attrs = _SAVED_ATTRS.get(type(node))
+        if attrs is None:
+            attrs = _SAVED_ATTRS[type(node)] = sorted(a for a in dir(node) if a.startswith("_saved_"))
+        for attr in attrs:
             try:
                 value = getattr(node, attr)
             except Exception:
@@ -269,7 +275,10 @@ class Recorder(TorchDispatchMode):
         tid = self.by_impl.get(t._cdata)
         if tid is None or tid not in op.outputs or tid in self._swallowed:
             return False
-        if not any(a.startswith("_saved_result") for a in dir(t.grad_fn)):
+        attrs = _SAVED_ATTRS.get(type(t.grad_fn))
+        if attrs is None:
+            attrs = _SAVED_ATTRS[type(t.grad_fn)] = sorted(a for a in dir(t.grad_fn) if a.startswith("_saved_"))
+        if not any(a.startswith("_saved_result") for a in attrs):
             return False
         self._swallowed.add(tid)
         return True

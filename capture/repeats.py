@@ -144,7 +144,13 @@ class Folder:
         for start in range(0, len(blocks) - 1):
             folded = self._fold_blocks(blocks[start:], base, n0 + start, prefix, index, read_later)
             if folded is not None:
-                return list(blocks[:start]) + folded
+                out = list(blocks[:start]) + folded
+                if depth == 0:  # the blocks of an outermost run are what checkpointing wraps
+                    for s in out:
+                        for blk in (s["body"] if "repeat" in s else [s] if "module" in s else []):
+                            blk["checkpoint_unit"] = True
+                            blk["body"] = blk.pop("body")  # keep body last
+                return out
         return None
 
     def _fold_blocks(self, blocks, base, n0, prefix, index, read_later):

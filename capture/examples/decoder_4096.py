@@ -1,11 +1,11 @@
-# A 32-layer, 4096-wide Llama-shaped decoder (6.7B parameters: RMSNorm, rotary embeddings,
+# A 32-layer, 4096-wide Llama-shaped decoder (module constants; decoder_70b.py reuses it at 70B shape) (6.7B parameters: RMSNorm, rotary embeddings,
 # SwiGLU 11008, vocabulary 32000), written as people write it. The capture runs it on the meta
 # device, so it needs no real memory; bench/capture_bench.py times it.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-VOCAB, WIDTH, HEADS, LAYERS, FFN = 32000, 4096, 32, 32, 11008
+VOCAB, WIDTH, HEADS, KV_HEADS, LAYERS, FFN = 32000, 4096, 32, 32, 32, 11008
 
 
 class RMSNorm(nn.Module):
@@ -28,18 +28,22 @@ class Attention(nn.Module):
     def __init__(self):
         super().__init__()
         self.q_proj = nn.Linear(WIDTH, WIDTH, bias=False)
-        self.k_proj = nn.Linear(WIDTH, WIDTH, bias=False)
-        self.v_proj = nn.Linear(WIDTH, WIDTH, bias=False)
+        self.k_proj = nn.Linear(WIDTH, KV_HEADS * (WIDTH // HEADS), bias=False)
+        self.v_proj = nn.Linear(WIDTH, KV_HEADS * (WIDTH // HEADS), bias=False)
         self.o_proj = nn.Linear(WIDTH, WIDTH, bias=False)
 
     def forward(self, x, cos, sin, mask):
         b, t, _ = x.shape
         d = WIDTH // HEADS
         q = self.q_proj(x).view(b, t, HEADS, d).transpose(1, 2)
-        k = self.k_proj(x).view(b, t, HEADS, d).transpose(1, 2)
-        v = self.v_proj(x).view(b, t, HEADS, d).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, KV_HEADS, d).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, KV_HEADS, d).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
+        if KV_HEADS != HEADS:  # grouped-query attention: repeat_kv as HF writes it
+            rep = HEADS // KV_HEADS
+            k = k[:, :, None].expand(b, KV_HEADS, rep, t, d).reshape(b, HEADS, t, d)
+            v = v[:, :, None].expand(b, KV_HEADS, rep, t, d).reshape(b, HEADS, t, d)
         att = torch.matmul(q, k.transpose(2, 3)) / d ** 0.5 + mask
         att = F.softmax(att, dim=-1)
         y = torch.matmul(att, v).transpose(1, 2).reshape(b, t, WIDTH)
