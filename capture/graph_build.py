@@ -19,6 +19,8 @@ class GraphBuilder:
         self.generic = {}            # aten op -> count, for the summary
         self.catalogue = {}
         self.consumed = set()        # ops folded into a catalogue statement
+        self.bound = set()           # tensor ids some statement has bound so far
+        self.holds, self.frame_args = {}, {}
         self.uses = self._uses()
 
     # ---- names and shapes
@@ -57,6 +59,7 @@ class GraphBuilder:
             r = self.t(tid)
             names = self.rec.parameter_names[tid]
             self.names[tid] = names[0]
+            self.bound.add(tid)
             entry = {"name": names[0], "shape": self.shape(tid)}
             if r.dtype not in ("float32",):
                 entry["dtype"] = r.dtype
@@ -72,6 +75,7 @@ class GraphBuilder:
         for tid in self.rec.buffers:
             r = self.t(tid)
             self.names[tid] = r.name
+            self.bound.add(tid)
             out.append({"name": r.name, "shape": self.shape(tid),
                         "dtype": "param" if r.dtype in FLOATING else r.dtype})
         return out
@@ -81,6 +85,7 @@ class GraphBuilder:
         for tid in self.rec.inputs:
             r = self.t(tid)
             self.names[tid] = r.name
+            self.bound.add(tid)
             out.append({"name": r.name, "shape": self.shape(tid),
                         "dtype": "param" if r.dtype in FLOATING else r.dtype})
         return out
@@ -88,31 +93,71 @@ class GraphBuilder:
     # ---- the forward: module calls nested around ops
     def forward(self):
         calls = [c for c in self.rec.module_calls if c[2] is not None and c[2] > c[1] and c[0] != ""]
-        body, _ = self._range(0, len(self.rec.ops), "", calls, 0)
-        return body
+        root = next((c for c in self.rec.module_calls if c[0] == "" and c[2] is not None), None)
+        root_end = root[2] if root else len(self.rec.ops)
+        self.holds, self.frame_args = self._python_lifetimes(calls, root_end)
+        model, ci = self._range(0, root_end, "", calls, 0, "root")
+        loss, _ = self._range(root_end, len(self.rec.ops), "", calls, ci, None)
+        if self.holds.get("root") or self.frame_args.get("root"):
+            model = [{"frame": [self.name(t) for t in self.frame_args.get("root", [])], "body": model}]
+        return model + loss
 
-    def _range(self, start, end, parent, calls, ci):
+    def _python_lifetimes(self, calls, root_end):
+        """Tensors the program keeps alive past their last use until a forward returns (locals,
+        arguments): {frame: [(producer op, tensor)]} for those made inside the frame and
+        {frame: [tensor]} for its arguments. A frame is a module call's index or "root"."""
+        last_use, saved = {}, set()
+        for op in self.rec.ops:
+            if op.phase not in ("forward", "loss"):
+                continue
+            for t in op.inputs:
+                last_use[t] = max(last_use.get(t, -1), op.index)
+            saved.update(op.saved)
+        frames = [(n, c[1], c[2]) for n, c in enumerate(calls)] + [("root", 0, root_end)]
+        holds, args = {}, {}
+        for r in self.rec.tensors:
+            if r.producer < 0 or r.dies_at is None or r.dies_at[0] not in ("forward", "loss") or r.id in saved:
+                continue
+            died, used = r.dies_at[1], last_use.get(r.id, r.producer)
+            if died <= used + 1:
+                continue  # dead after its last use: what the planner assumes
+            ending = [f for f in frames if f[2] == died and f[1] <= used]
+            if not ending:
+                continue  # rebound later in a frame that goes on: not expressible, left to last use
+            inside = [f for f in ending if f[1] <= r.producer < f[2]]
+            if inside:
+                frame = min(inside, key=lambda f: f[2] - f[1])
+                holds.setdefault(frame[0], []).append((r.producer, r.id))
+            else:
+                frame = min(ending, key=lambda f: f[2] - f[1])
+                args.setdefault(frame[0], []).append(r.id)
+        return holds, args
+
+    def _range(self, start, end, parent, calls, ci, frame):
         """Statements for ops [start, end) inside module `parent`; calls[ci:] are the module
-        calls still to place (in entry order)."""
+        calls still to place (in entry order); `frame` the call whose holds go here."""
         body = []
         i = start
         local_names = {}
+        pending = sorted(self.holds.get(frame, [])) if frame is not None else []
         while i < end:
             while ci < len(calls) and calls[ci][1] < i:
                 ci += 1  # a call that starts inside an op already written (none in practice)
             if ci < len(calls) and calls[ci][1] == i and calls[ci][2] <= end:
                 path, cstart, cend = calls[ci]
-                inner, ci = self._range(cstart, cend, path, calls, ci + 1)
+                me = ci
+                inner, ci = self._range(cstart, cend, path, calls, ci + 1, me)
                 rel = path[len(parent) + 1:] if parent and path.startswith(parent + ".") else path
                 stmt = {"module": rel}
                 stmt.update(self.module_options(path, cstart, cend))
+                if self.holds.get(me) or self.frame_args.get(me):
+                    stmt["frame"] = [self.name(t) for t in self.frame_args.get(me, []) if t in self.bound]
                 stmt["body"] = inner
                 body.append(stmt)
+                pending = self._place_holds(body, pending, cend)
                 i = cend
                 continue
             op = self.rec.ops[i]
-            if op.phase == "loss" and parent == "":
-                pass
             if i not in self.consumed:
                 stmt = catalogue_statement(self, op)
                 if stmt is None:
@@ -126,9 +171,30 @@ class GraphBuilder:
                 n = local_names.get(base, 0)
                 local_names[base] = n + 1
                 stmt["name"] = base if n == 0 else f"{base}_{n + 1}"
+                self._note_bound(stmt)
                 body.append(self._ordered(stmt))
             i += 1
+            pending = self._place_holds(body, pending, i)
         return body, ci
+
+    def _note_bound(self, stmt):
+        for o in stmt.get("outputs") or []:
+            self.bound.add(self._tid_of(o["name"]))
+        out = stmt.get("out")
+        for name in (out if isinstance(out, list) else [out] if out else []):
+            self.bound.add(self._tid_of(name))
+
+    def _tid_of(self, name):
+        return int(name[1:]) if name.startswith("t") and name[1:].isdigit() else name
+
+    def _place_holds(self, body, pending, upto):
+        """Appends `hold:` for the pending tensors produced before op `upto` (and bound)."""
+        ready = [t for p, t in pending if p < upto]
+        if ready:
+            names = [self.name(t) for t in ready if t in self.bound]
+            if names:
+                body.append({"hold": names})
+        return [(p, t) for p, t in pending if p >= upto]
 
     def module_options(self, path, start, end):
         return {}

@@ -127,11 +127,16 @@ def main(argv=None):
     import torch
     header = [f"oomcast graph file captured from {os.path.basename(args.model)} by capture/oomcast_capture.py "
               f"(torch {torch.__version__})",
+              "source: " + os.path.relpath(os.path.abspath(args.model), os.path.dirname(os.path.abspath(args.output))),
               f"parameters: {summary['parameters']}; sizes: {', '.join(summary['sizes'])}; "
               f"generic ops: {', '.join(f'{k} x{v}' for k, v in sorted(summary['generic'].items())) or 'none'}"]
     text = yaml_emit.dump(doc, header)
-    with open(args.output, "w") as f:
-        f.write(text)
+    try:
+        with open(args.output, "w") as f:
+            f.write(text)
+    except OSError as err:
+        print(f"oomcast_capture: error: cannot write {args.output}: {err.strerror}", file=sys.stderr)
+        return 2
     log(f"{args.model}: {summary['parameters']} parameters, {summary['ops']} ops recorded in "
         f"{summary['runs']} runs ({summary['run_seconds']:.2f}s); wrote {args.output} "
         f"({len(text.splitlines())} lines) in {time.time() - t0:.2f}s")

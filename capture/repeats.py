@@ -23,6 +23,8 @@ def map_statement(stmt, ref, bind):
     bound name through bind(), in program order (reads before binds; saves may name the op's
     own outputs)."""
     s = dict(stmt)
+    if "hold" in s:
+        s["hold"] = [ref(n) for n in s["hold"]]
     for key in _REF_KEYS:
         if isinstance(s.get(key), str):
             s[key] = ref(s[key])
@@ -58,6 +60,8 @@ def map_tree(stmts, ref, bind, module_fn=lambda m: m):
             s2 = {k: v for k, v in s.items() if k != "body"}
             if "module" in s2:
                 s2["module"] = module_fn(s2["module"])
+            if "frame" in s2:
+                s2["frame"] = [ref(n) for n in s2["frame"]]
             s2["body"] = map_tree(s["body"], ref, bind, module_fn)
             out.append(s2)
         else:
@@ -231,6 +235,8 @@ def _canonical(block, full, templ, template_rel, local, prev_locals):
         return m
     stmt = {k: v for k, v in block.items() if k != "body"}
     stmt["module"] = template_rel
+    if "frame" in stmt:
+        stmt["frame"] = [ref(n) for n in stmt["frame"]]
     stmt["body"] = map_tree(block["body"], ref, bind, module_fn)
     del rel_len
     return None if bad else (stmt, lmap, prev_used)

@@ -183,6 +183,11 @@ def resolve_model(ref, base_dir):
     if isinstance(ref, dict) and ("preset" in ref or "path" in ref):
         overrides = {k: v for k, v in ref.items() if k not in ("preset", "path")}
         ref = ref.get("preset") or ref["path"]
+    if isinstance(ref, str) and ref.endswith((".yaml", ".yml")):
+        import graph_models
+        source = graph_models.graph_source(os.path.join(base_dir, ref))
+        if source:  # a captured graph file: the real run is the model file it came from
+            return os.path.basename(ref), "graph", {"source": source}, {}
     model = _model_file(ref, base_dir) if isinstance(ref, str) else dict(ref)
     dims = dict(model.get("dims", {}) or {})
     options = {k: v for k, v in (model.get("options", {}) or {}).items()}
@@ -283,8 +288,14 @@ def run(cfg, hook, log):
     t_setup = time.time()
     hook.start(filter_caller=not cfg.get("_no_caller_filter"))
     hook.mark("setup")
-    model = models.build_model(family, dims, options, dropout=_dropout(cfg.get("dropout", 0.0)),
-                               attention=attention, checkpointing=(ckpt == "full"))
+    if family == "graph":
+        import graph_models
+        model = graph_models.build(dims["source"], checkpointing=(ckpt == "full"))
+        make_batch = lambda family, dims, b, s, g: graph_models.make_batch(model, b, s)  # noqa: E731
+    else:
+        model = models.build_model(family, dims, options, dropout=_dropout(cfg.get("dropout", 0.0)),
+                                   attention=attention, checkpointing=(ckpt == "full"))
+        make_batch = models.make_batch
     if precision == "pure_bf16":
         model = model.to(torch.bfloat16)
     model.train()
@@ -300,7 +311,7 @@ def run(cfg, hook, log):
         model.eval()
         with (torch.no_grad() if eval_no_grad else contextlib.nullcontext()):
             for _ in range(eval_batches):
-                ex, ey = models.make_batch(family, dims, batch, seq, gen)
+                ex, ey = make_batch(family, dims, batch, seq, gen)
                 with autocast():
                     if "logits" in held:  # the eval loop binds what the training loop binds
                         elogits, el = model(ex, ey)  # noqa: F841 (lives until rebound)
@@ -319,7 +330,7 @@ def run(cfg, hook, log):
         for k in range(accum):
             prefix = f"iter{it}/" if accum == 1 else f"iter{it}/mb{k}/"  # the planner's labels
             hook.mark(prefix + "forward")
-            x, y = models.make_batch(family, dims, batch, seq, gen)
+            x, y = make_batch(family, dims, batch, seq, gen)
             # the loop variables (x, y, logits, loss) live until they are rebound, as in any
             # `for x, y in loader:` loop; outputs not in caller_held_outputs are dropped at once
             with autocast():

@@ -55,6 +55,8 @@ def evaluate(expr, sizes):
 def walk(statements, visit):
     for s in statements:
         if "body" in s:
+            if s.get("frame"):
+                visit({"name": s.get("module", "frame"), "inputs": s["frame"]})
             walk(s["body"], visit)
         else:
             visit(s)
@@ -71,7 +73,7 @@ def check_names(doc):
 
     def visit(s):
         used = [s[k] for k in refs if k in s and isinstance(s[k], str)]
-        used += list(s.get("inputs") or [])
+        used += list(s.get("inputs") or []) + list(s.get("hold") or [])
         own = {o["name"] for o in s.get("outputs") or []}
         used += [n for n in s.get("saves") or [] if n not in own]  # an op may save its own outputs
         for name in used:
@@ -172,6 +174,8 @@ def normalized(doc, repeats):
         for s in stmts:
             if "body" in s:
                 s2 = {k: v for k, v in s.items() if k not in ("body", "checkpoint_unit")}
+                if "frame" in s2:
+                    s2["frame"] = [ref(n) for n in s2["frame"]]
                 s2["body"] = walk(s["body"])
                 out.append(s2)
             elif s.get("aten") == "alias":

@@ -1,0 +1,58 @@
+# graph_models.py: the real PyTorch side of a scenario whose model is a captured graph file
+# (capture/oomcast_capture.py): the graph file's `# source:` header names the model file it was
+# captured from, and capture.py runs that file's model(), batch(**sizes) and loss for real,
+# with the same training loop as the built-in families.
+import os
+import sys
+
+import torch.nn as nn
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "capture"))
+
+import runner  # noqa: E402  (capture/runner.py: loads model files, default loss)
+
+
+def graph_source(path):
+    """The model file a graph file was captured from (its `# source: PATH` header, relative to
+    the graph file), or None when the file is not a captured graph."""
+    with open(path) as f:
+        for line in f:
+            if not line.startswith("#"):
+                break
+            if line.startswith("# source: "):
+                return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), line[10:].strip()))
+    return None
+
+
+class _WithLoss(nn.Module):
+    """model(x, y) -> (output, loss), as the loop calls the built-in families."""
+
+    def __init__(self, user, model):
+        super().__init__()
+        self.inner = model
+        self._loss = getattr(user, "loss", None) or runner.default_loss
+
+    def forward(self, x, y):
+        out = runner._call_model(self.inner, x)
+        return out, self._loss(out, y)
+
+
+def build(source, checkpointing=False):
+    if checkpointing:
+        raise ValueError("checkpointing: the CPU capture of a captured model runs none")
+    user = runner.load_model_file(source)
+    model = user.model()
+    # the capture's parameter names: the wrapper must not appear in them
+    wrapped = _WithLoss(user, model)
+    wrapped.user = user
+    return wrapped
+
+
+def make_batch(model, batch_size, seq):
+    keys = runner.size_keys(model.user)
+    sizes = {"batch_size": batch_size}
+    for k in keys:
+        if k != "batch_size":
+            sizes[k] = seq
+    return model.user.batch(**sizes)
