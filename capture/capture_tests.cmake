@@ -3,11 +3,14 @@
 # no torch, torchvision or yaml.
 set(OOMCAST_CAPTURE_PYTHON "/usr/bin/python3" CACHE STRING "the python with torch that runs the capture tests")
 file(GLOB OOMCAST_CAPTURE_EXAMPLES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/capture/examples/*.py)
+# decoder_70b.py is the benchmark's 70B shape (bench/capture_bench.py); decoder_4096.py, the same
+# code at 6.7B, is the test of it
+list(FILTER OOMCAST_CAPTURE_EXAMPLES EXCLUDE REGEX "decoder_70b[.]py$")
 foreach(example ${OOMCAST_CAPTURE_EXAMPLES})
   get_filename_component(name ${example} NAME_WE)
   add_test(NAME capture.example.${name}
            COMMAND ${OOMCAST_CAPTURE_PYTHON} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture.py example ${name})
-  set_tests_properties(capture.example.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS capture)
+  set_tests_properties(capture.example.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS capture)
 endforeach()
 foreach(case no_model forward_fails data_dependent)
   add_test(NAME capture.bad.${case}

@@ -15,6 +15,6 @@ foreach(scenario ${OOMCAST_CAPTURED_SCENARIOS})
   add_test(NAME cpu_validation.captured.${name}
            COMMAND sh ${PROJECT_SOURCE_DIR}/validate/check_captured.sh $<TARGET_FILE:oomcast> ${name}
                    ${PROJECT_BINARY_DIR}/cpu_validation ${tolerance})
-  set_tests_properties(cpu_validation.captured.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+  set_tests_properties(cpu_validation.captured.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
                        LABELS "cpu_validation;capture")
 endforeach()
