@@ -142,6 +142,9 @@ def _binary(kind):
             return None
         if kind == "mul" and op.inplace:
             return None
+        out_shape = b.t(op.outputs[0]).shape
+        if out_shape not in (b.t(a).shape, b.t(other).shape):
+            return None  # an outer broadcast (cos/sin tables): the catalogue op models one operand's shape
         stmt = {"op": kind, "a": b.name(a), "b": b.name(other)}
         if op.inplace:
             stmt["in_place"] = True
