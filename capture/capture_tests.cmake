@@ -17,3 +17,10 @@ foreach(case no_model forward_fails data_dependent)
            COMMAND ${OOMCAST_CAPTURE_PYTHON} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture.py bad ${case})
   set_tests_properties(capture.bad.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS capture)
 endforeach()
+# The validate/models.py families, captured (capture/tests/family_model.py), plan as their presets.
+foreach(preset mlp gpt2-tiny llama-tiny bert-base resnet-50 vit-b-16)
+  add_test(NAME capture.preset.${preset}
+           COMMAND ${OOMCAST_CAPTURE_PYTHON} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture.py preset ${preset}
+                   $<TARGET_FILE:oomcast>)
+  set_tests_properties(capture.preset.${preset} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS capture)
+endforeach()

@@ -119,6 +119,8 @@ def record(user, path, sizes, run_optimizer=True):
             raise CaptureError(f"{path}: batch({_kw(sizes)}) failed: {_one_line(err)}{_where(err, path)}")
         for name, t in _named_tensors("inputs", inputs) + _named_tensors("target", target):
             tid = mode.tensor_id(t)
+            if tid in rec.inputs:
+                continue  # the same tensor in inputs and target: one input
             rec.tensors[tid].kind, rec.tensors[tid].name = "input", name
             rec.inputs.append(tid)
         handles = mode.attach(model)

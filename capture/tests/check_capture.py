@@ -3,6 +3,7 @@
 
     /usr/bin/python3 capture/tests/check_capture.py example NAME   # capture examples/NAME.py
     /usr/bin/python3 capture/tests/check_capture.py bad CASE       # a bad model file: one line, exit 2
+    /usr/bin/python3 capture/tests/check_capture.py preset PRESET OOMCAST  # a captured family plans as its preset
 
 An example passes when its graph file (1) binds every name before it is used and names a loss,
 (2) counts the parameters PyTorch counts, and (3) has shapes that, evaluated at sizes the
@@ -226,6 +227,44 @@ def check_bad(case):
     print(f"PASS: {case}: exit 2, {lines[0]}")
 
 
+def plan_peak(oomcast, scenario):
+    proc = subprocess.run([oomcast, "plan", scenario, "--json"], capture_output=True, text=True)
+    if proc.returncode not in (0, 1):
+        fail(f"oomcast plan {scenario} exited {proc.returncode}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)["peak_allocated_bytes"]
+
+
+def check_preset(preset, oomcast):
+    """A validate/models.py family built from a preset's dims, captured, plans with the same
+    peak as the preset (cpu device, torch 1.13 rules, fp32 and amp_bf16) within 0.5%."""
+    import yaml
+    with open(os.path.join(os.path.dirname(CAPTURE), "models", preset + ".yaml")) as f:
+        family = yaml.safe_load(f)["family"]
+    size = {"resnet": "image_size: 64\n", "vit": "", "mlp": ""}.get(family, "seq_len: 64\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        graph = os.path.join(tmp, preset + ".graph.yaml")
+        env = dict(os.environ, OOMCAST_FAMILY_PRESET=preset)
+        proc = subprocess.run([sys.executable, TOOL, os.path.join(HERE, "family_model.py"), "-o", graph, "-q"],
+                              capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            fail(f"capture exited {proc.returncode}: {proc.stderr.strip()}")
+        report = []
+        for precision in ("fp32", "amp_bf16"):
+            peaks = []
+            for model in (preset, graph):
+                scenario = os.path.join(tmp, "s.yaml")
+                with open(scenario, "w") as f:
+                    f.write(f"model: {model}\nbatch_size: 4\n{size}device: cpu\nprecision: {precision}\n"
+                            f"attention: eager\nallocator: {{torch_version: \"1.13\"}}\n")
+                peaks.append(plan_peak(oomcast, scenario))
+            err = (peaks[1] - peaks[0]) / peaks[0]
+            if abs(err) > 0.005:
+                fail(f"{preset} {precision}: the captured graph plans a peak of {peaks[1]} B, the preset "
+                     f"{peaks[0]} B ({100 * err:+.2f}%)")
+            report.append(f"{precision} {peaks[0]} B vs {peaks[1]} B ({100 * err:+.3f}%)")
+    print(f"PASS: {preset} captured from validate/models.py plans as the preset: " + "; ".join(report))
+
+
 def main():
     skip_without_torch()
     kind, name = sys.argv[1], sys.argv[2]
@@ -233,6 +272,8 @@ def main():
         check_example(name)
     elif kind == "bad":
         check_bad(name)
+    elif kind == "preset":
+        check_preset(name, sys.argv[3])
     else:
         fail("usage: check_capture.py example NAME | bad CASE")
     return 0
