@@ -124,12 +124,11 @@ class GraphBuilder:
             ending = [f for f in frames if f[2] == died and f[1] <= used]
             if not ending:
                 continue  # rebound later in a frame that goes on: not expressible, left to last use
-            inside = [f for f in ending if f[1] <= r.producer < f[2]]
-            if inside:
-                frame = min(inside, key=lambda f: f[2] - f[1])
+            # the innermost frame returning then: an argument of it, or a local made inside it
+            frame = min(ending, key=lambda f: f[2] - f[1])
+            if frame[1] <= r.producer < frame[2]:
                 holds.setdefault(frame[0], []).append((r.producer, r.id))
             else:
-                frame = min(ending, key=lambda f: f[2] - f[1])
                 args.setdefault(frame[0], []).append(r.id)
         return holds, args
 
