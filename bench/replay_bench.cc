@@ -17,46 +17,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench/replay_bench_trace.h"
 #include "sim/caching_allocator.h"
 #include "sim/replay.h"
 
 using namespace oomcast::sim;
 
 namespace {
-
-// A realistic mix: mostly small tensors (biases, norms, scalars), some medium activations,
-// a few large ones; half the frees LIFO (temporaries), half random (activations, grads).
-Trace make_trace(size_t event_count, uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  auto log_uniform = [&](double low, double high) {
-    return static_cast<uint64_t>(std::exp(std::log(low) + unit(random) * (std::log(high) - std::log(low))));
-  };
-  Trace trace;
-  trace.strings.emplace_back();
-  trace.events.reserve(event_count);
-  std::vector<uint32_t> live;
-  uint32_t next_slot = 0;
-  const size_t target_live = 2000;
-  while (trace.events.size() < event_count) {
-    bool allocate = live.empty() || unit(random) < (live.size() < target_live ? 0.6 : 0.4);
-    if (allocate) {
-      double kind = unit(random);
-      uint64_t bytes = kind < 0.70 ? log_uniform(4, 1 << 20)
-                       : kind < 0.95 ? log_uniform(1 << 20, 10 << 20)
-                                     : log_uniform(10 << 20, 200 << 20);
-      trace.events.push_back(Event{EventKind::Alloc, next_slot, 0, bytes, 0});
-      live.push_back(next_slot++);
-    } else {
-      size_t index = unit(random) < 0.5 ? live.size() - 1 : static_cast<size_t>(random() % live.size());
-      trace.events.push_back(Event{EventKind::Free, live[index], 0, 0, 0});
-      live[index] = live.back();
-      live.pop_back();
-    }
-  }
-  trace.slot_names.resize(next_slot);
-  return trace;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -110,7 +77,7 @@ double bytes_per_live_block() {
 int main(int argc, char** argv) {
   size_t event_count = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 10000000;
   uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
-  Trace trace = make_trace(event_count, seed);
+  Trace trace = make_replay_bench_trace(event_count, seed);
   if (argc > 3) {
     std::string only = argv[3];
     size_t checksum = 0;

@@ -14,6 +14,7 @@
 #include "cli/byte_size.h"
 #include "cli/commands.h"
 #include "sim/allocator_config.h"
+#include "sim/allocator_warnings.h"
 #include "sim/replay.h"
 #include "sim/snapshot.h"
 #include "sim/snapshot_replay.h"
@@ -108,6 +109,8 @@ int run_replay(const ReplayFlags& flags) {
     sim::AllocatorConfig config = flags.alloc_conf_given ? sim::parse_alloc_conf(flags.alloc_conf, base)
                                                          : sim::snapshot_allocator_config(snapshot);
     config.torch_version = base.torch_version;
+    for (const std::string& warning : sim::allocator_config_warnings(config, false))
+      fmt::print(stderr, "warning: {}\n", warning);
     sim::SnapshotReplayReport report =
         sim::replay_snapshot(snapshot, config, flags.file, flags.device_index, flags.check_invariants);
     bool reproduced = !report.first_mismatch;
@@ -185,6 +188,8 @@ int run_replay(const ReplayFlags& flags) {
   if (!flags.device_memory.empty()) device.total_bytes = parse_byte_size(flags.device_memory, "--device-memory");
   if (!flags.context_memory.empty()) device.context_bytes = parse_byte_size(flags.context_memory, "--context-memory");
   device.memory_fraction = flags.memory_fraction;
+  for (const std::string& warning : sim::allocator_config_warnings(config, flags.memory_fraction > 0.0))
+    fmt::print(stderr, "warning: {}\n", warning);
   sim::ReplayOptions options;
   options.check_invariants = flags.check_invariants;
   options.oom_style = flags.legacy_message ? sim::OomMessageStyle::Legacy : sim::OomMessageStyle::Current;

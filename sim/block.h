@@ -12,39 +12,12 @@
 #pragma once
 
 #include <cstdint>
-#include <set>
 
 namespace oomcast::sim {
 
 class BlockPool;
 struct Block;
 struct ExpandableSegment;
-
-// A free block's entry in the pool. The sort key is copied in so that a lookup compares
-// plain integers instead of chasing a pointer per tree node (the replay hot path). Blocks
-// are never modified while they sit in a pool, so the copy cannot go stale.
-struct FreeBlockEntry {
-  uint64_t stream;
-  uint64_t size;
-  uint64_t address;
-  Block* block;
-
-  explicit FreeBlockEntry(Block* b);
-  FreeBlockEntry(uint64_t stream_, uint64_t size_, uint64_t address_)
-      : stream(stream_), size(size_), address(address_), block(nullptr) {}
-  operator Block*() const { return block; }
-  Block* operator->() const { return block; }
-};
-
-struct BlockBySizeOrder {
-  bool operator()(const FreeBlockEntry& a, const FreeBlockEntry& b) const {
-    if (a.stream != b.stream) return a.stream < b.stream;
-    if (a.size != b.size) return a.size < b.size;
-    return a.address < b.address;
-  }
-};
-
-using FreeBlockSet = std::set<FreeBlockEntry, BlockBySizeOrder>;
 
 struct Block {
   uint64_t address = 0;
@@ -56,8 +29,6 @@ struct Block {
   Block* next = nullptr;
   ExpandableSegment* expandable = nullptr;  // non-null for blocks of an expandable segment
   uint64_t gc_count_base = 0;    // pool's get_free_block call count when it entered the pool
-  FreeBlockSet::iterator pool_entry;  // valid while in_pool: erasing by it needs no search
-  FreeBlockSet::node_type spare_node; // the set node, kept while out of the pool and reused
   bool in_pool = false;
   bool allocated = false;
   bool mapped = true;            // false only for unmapped ranges of expandable segments
@@ -84,7 +55,7 @@ struct Block {
     has_stream_uses = other.has_stream_uses;
     event_count = other.event_count;
   }
-  // Resets to a fresh block, keeping a spare pool node for reuse.
+  // Resets to a fresh block.
   void reset() {
     Block fresh;
     copy_fields_from(fresh);
@@ -92,6 +63,5 @@ struct Block {
   }
 };
 
-inline FreeBlockEntry::FreeBlockEntry(Block* b) : stream(b->stream), size(b->size), address(b->address), block(b) {}
 
 }  // namespace oomcast::sim

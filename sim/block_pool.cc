@@ -1,5 +1,4 @@
-// BlockPool: a std::set whose nodes are recycled through the blocks, because set inserts
-// and erases are on the hot path of every malloc and free.
+// BlockPool: the free-block index plus garbage-collection age stamps.
 #include "sim/block_pool.h"
 
 namespace oomcast::sim {
@@ -9,23 +8,14 @@ BlockPool::BlockPool(bool is_small)
 
 void BlockPool::insert(Block* block) {
   block->gc_count_base = get_free_blocks_call_count;
-  if (block->spare_node) {
-    block->spare_node.value() = FreeBlockEntry(block);
-    block->pool_entry = blocks_.insert(std::move(block->spare_node)).position;
-  } else {
-    block->pool_entry = blocks_.insert(FreeBlockEntry(block)).first;
-  }
+  blocks_.insert(block);
   block->in_pool = true;
 }
 
 void BlockPool::erase(Block* block) {
   if (!block->in_pool) return;
-  block->spare_node = blocks_.extract(block->pool_entry);
+  blocks_.erase(block);
   block->in_pool = false;
-}
-
-BlockPool::FreeSet::iterator BlockPool::lower_bound(uint64_t stream, uint64_t size) {
-  return blocks_.lower_bound(FreeBlockEntry(stream, size, 0));
 }
 
 }  // namespace oomcast::sim

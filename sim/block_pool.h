@@ -1,14 +1,13 @@
 // BlockPool: one pool's cached (free, mapped) blocks in best-fit order, plus the unmapped
 // ranges of its expandable segments. Mirrors BlockPool and BlockComparatorSize in PyTorch's
-// CUDACachingAllocator.cpp: ordered by stream, then size, then address. Set nodes are
-// recycled through each Block (extract / insert of node handles), so the hot path of
-// malloc and free allocates no memory.
+// CUDACachingAllocator.cpp: ordered by stream, then size, then address (FreeBlockIndex).
 #pragma once
 
 #include <cstdint>
 #include <set>
 
 #include "sim/block.h"
+#include "sim/free_block_index.h"
 
 namespace oomcast::sim {
 
@@ -21,7 +20,7 @@ struct BlockByAddressOrder {
 
 class BlockPool {
  public:
-  using FreeSet = FreeBlockSet;
+  using FreeSet = FreeBlockIndex;
   using UnmappedSet = std::set<Block*, BlockByAddressOrder>;
 
   explicit BlockPool(bool is_small);
@@ -38,8 +37,9 @@ class BlockPool {
   void insert(Block* block);
   void erase(Block* block);
 
-  // The first free block at or after (stream, size, address 0), or blocks().end().
-  FreeSet::iterator lower_bound(uint64_t stream, uint64_t size);
+  // The best fit: the first free block at or after (stream, size, address 0) that is on
+  // `stream`, or nullptr.
+  Block* lower_bound(uint64_t stream, uint64_t size) const { return blocks_.lower_bound(stream, size); }
 
   // get_free_block's counter; moves only while garbage collection is active.
   uint64_t get_free_blocks_call_count = 0;

@@ -85,21 +85,20 @@ Block* CachingAllocator::malloc(uint64_t requested, uint64_t stream) {
 
 Block* CachingAllocator::get_free_block(BlockPool& pool, uint64_t stream, uint64_t size) {
   if (garbage_collection_active()) pool.get_free_blocks_call_count += 1;
-  auto it = pool.lower_bound(stream, size);
-  if (it == pool.blocks().end() || (*it)->stream != stream) return nullptr;
-  if ((*it)->expandable && config_.expandable_segments) {
+  Block* block = pool.lower_bound(stream, size);
+  if (!block) return nullptr;
+  if (block->expandable && config_.expandable_segments) {
     // Prefer an interior free block over a tail that borders unmapped space: growing the
     // tail later is cheaper than fragmenting the interior (spec §4.4).
     auto expandable_size = [](const Block* b) {
       return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
     };
-    auto next = std::next(it);
-    while ((*it)->expandable && next != pool.blocks().end() && (*next)->stream == stream &&
-           expandable_size(*next) < expandable_size(*it)) {
-      it = next++;
+    Block* next = pool.blocks().next(block);
+    while (block->expandable && next && next->stream == stream && expandable_size(next) < expandable_size(block)) {
+      block = next;
+      next = pool.blocks().next(next);
     }
   }
-  Block* block = *it;
   uint64_t max_split = config_.max_split_size;
   if (size < max_split && block->size >= max_split) return nullptr;
   uint64_t tolerance = config_.torch_version >= 206 ? config_.max_non_split_rounding_size : kLargeBuffer;
@@ -266,7 +265,7 @@ void CachingAllocator::release_cached_blocks() {
 void CachingAllocator::release_blocks(BlockPool& pool) {
   std::vector<Block*> expandable_blocks;
   std::vector<Block*> whole_segments;
-  for (Block* block : pool.blocks()) {
+  for (Block* block : pool.blocks().in_order()) {
     if (block->expandable) {
       expandable_blocks.push_back(block);
     } else if (!block->prev && !block->next) {

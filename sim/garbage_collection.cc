@@ -20,7 +20,7 @@ void CachingAllocator::garbage_collect_cached_blocks() {
   };
   double total_age = 0.0;
   size_t freeable = 0;
-  for (const Block* block : large_pool_.blocks()) {
+  for (const Block* block : large_pool_.blocks().in_order()) {
     if (is_candidate(block)) {
       total_age += age(block);
       ++freeable;
@@ -35,7 +35,7 @@ void CachingAllocator::garbage_collect_cached_blocks() {
     double age_threshold = total_age / static_cast<double>(freeable);
     freed_something = false;
     std::vector<Block*> victims;
-    for (Block* block : large_pool_.blocks())
+    for (Block* block : large_pool_.blocks().in_order())
       if (is_candidate(block) && age(block) >= age_threshold) victims.push_back(block);
     for (Block* block : victims) {
       freed_something = true;
@@ -50,27 +50,23 @@ void CachingAllocator::garbage_collect_cached_blocks() {
 bool CachingAllocator::release_available_cached_blocks(BlockPool& pool, uint64_t stream, uint64_t size) {
   if (config_.max_split_size == AllocatorConfig::kUnlimited) return false;
   uint64_t key_size = size < config_.max_split_size ? config_.max_split_size : size;
-  auto& blocks = pool.blocks();
-  auto it = pool.lower_bound(stream, key_size);
   auto releasable = [&](const Block* block) { return !block->expandable && !block->is_split(); };
-  if (it != blocks.end() && (*it)->stream == stream) {
-    if (!releasable(*it)) return false;
-    release_block(*it);
+  if (Block* found = pool.lower_bound(stream, key_size)) {
+    if (!releasable(found)) return false;
+    release_block(found);
     return true;
   }
   // No single block is big enough: free oversize blocks from the largest down until the
   // released total reaches the key. Blocks released before a false return stay released.
-  if (it == blocks.begin()) return false;
+  Block* block = pool.blocks().last_before(stream, key_size);
   uint64_t released = 0;
-  --it;
   std::vector<Block*> victims;
-  while (released < key_size && (*it)->size >= config_.max_split_size && (*it)->stream == stream) {
-    if (releasable(*it)) {
-      victims.push_back(*it);
-      released += (*it)->size;
+  while (block && released < key_size && block->size >= config_.max_split_size && block->stream == stream) {
+    if (releasable(block)) {
+      victims.push_back(block);
+      released += block->size;
     }
-    if (it == blocks.begin()) break;
-    --it;
+    block = pool.blocks().prev(block);
   }
   for (Block* block : victims) release_block(block);
   return released >= key_size;

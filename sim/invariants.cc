@@ -54,7 +54,7 @@ std::string CachingAllocator::check_invariants() const {
   }
   size_t pooled = 0;
   for (const BlockPool* pool : {&small_pool_, &large_pool_}) {
-    for (const Block* block : pool->blocks()) {
+    for (const Block* block : pool->blocks().in_order()) {
       ++pooled;
       if (block->allocated || !free_blocks.count(block)) {
         problem << "pool holds a block at " << block->address << " that is not a free block of any segment";

@@ -20,7 +20,26 @@ std::string format_size(uint64_t bytes) {
   return buffer;
 }
 
+// 2.1 (PR #99699): the first "total capacity" text, with its typo, the max_split_size_mb
+// hint and no URL.
+std::string oom_message_2_1(const OomFigures& f) {
+  std::string text = "CUDA out of memory. Tried to allocate " + format_size(f.alloc_size) + ". GPU " +
+                     std::to_string(f.device_index) + " has a total capacty of " + format_size(f.device_total) +
+                     " of which " + format_size(f.device_free) + " is free. ";
+  if (f.nvml_available)
+    text += "Including non-PyTorch memory, this process has " + format_size(f.process_in_use) + " memory in use. ";
+  uint64_t unallocated = f.reserved_bytes > f.allocated_bytes ? f.reserved_bytes - f.allocated_bytes : 0;
+  text += "Of the allocated memory " + format_size(f.allocated_bytes) + " is allocated by PyTorch, and " +
+          format_size(unallocated) +
+          " is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+          "max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and "
+          "PYTORCH_CUDA_ALLOC_CONF";
+  return text;
+}
+
 std::string current_oom_message(const OomFigures& f) {
+  if (f.torch_version <= 200) return legacy_oom_message(f);
+  if (f.torch_version == 201) return oom_message_2_1(f);
   std::string text = "CUDA out of memory. Tried to allocate " + format_size(f.alloc_size) + ". GPU " +
                      std::to_string(f.device_index) + " has a total capacity of " + format_size(f.device_total) +
                      " of which " + format_size(f.device_free) + " is free. ";

@@ -63,3 +63,27 @@ TEST_CASE("from 2.11 the expandable hint is left out when expandable segments ar
   f.torch_version = 206;
   CHECK(current_oom_message(f).find("expandable_segments:True to avoid") != std::string::npos);
 }
+
+TEST_CASE("torch 2.1 prints its own text, typo and max_split_size_mb hint included", "[sim][oom]") {
+  OomFigures f;
+  f.alloc_size = 20ull << 20;
+  f.device_total = 16ull << 30;
+  f.allocated_bytes = 1ull << 30;
+  f.reserved_bytes = 2ull << 30;
+  f.torch_version = 201;
+  std::string text = current_oom_message(f);
+  CHECK(text.find("has a total capacty of") != std::string::npos);
+  CHECK(text.find("try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory "
+                  "Management and PYTORCH_CUDA_ALLOC_CONF") != std::string::npos);
+  CHECK(text.find("expandable_segments") == std::string::npos);
+}
+
+TEST_CASE("torch 2.0 and earlier print the legacy text", "[sim][oom]") {
+  OomFigures f;
+  f.alloc_size = 20ull << 20;
+  f.device_total = 16ull << 30;
+  f.allocated_bytes = 1ull << 30;
+  f.reserved_bytes = 2ull << 30;
+  f.torch_version = 200;
+  CHECK(current_oom_message(f) == legacy_oom_message(f));
+}

@@ -1,7 +1,6 @@
 // RecordedLayout: segments, mapped runs and allocated blocks as the recording shows them.
 #include "sim/recorded_layout.h"
 
-#include <cstdio>
 
 #include "base/input_error.h"
 #include "sim/size_class.h"
@@ -9,9 +8,17 @@
 namespace oomcast::sim {
 
 std::string hex(uint64_t value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "0x%llx", static_cast<unsigned long long>(value));
-  return buffer;
+  // By hand rather than snprintf: a snapshot replay names every block by its address.
+  char buffer[18];
+  char* end = buffer + sizeof buffer;
+  char* p = end;
+  do {
+    *--p = "0123456789abcdef"[value & 15];
+    value >>= 4;
+  } while (value);
+  *--p = 'x';
+  *--p = '0';
+  return std::string(p, end);
 }
 
 void RecordedLayout::fail(int64_t entry, const std::string& message) const {
