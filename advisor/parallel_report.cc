@@ -16,7 +16,11 @@ std::string mib(uint64_t bytes) { return fmt::format("{:.0f} MiB", static_cast<d
 
 std::string parallel_text(const Prediction& prediction) {
   const ParallelSummary& p = prediction.parallel;
-  if (!p.enabled) return "";
+  if (!p.enabled) {
+    std::string warnings;
+    for (const auto& warning : p.warnings) warnings += "warning   " + warning + "\n";
+    return warnings;
+  }
   const ModelStateBytes& m = p.model_states;
   std::string text = fmt::format("parallel  {}; one rank planned; NCCL buffers {} outside the allocator (counted with the context)\n",
                                  p.description, mib(p.nccl_buffer_bytes));

@@ -1,5 +1,5 @@
-// Model catalogue: preset lookup in models/, model YAML files, Hugging Face config.json
-// (gpt2, llama, mistral, bert, vit).
+// Model catalogue: preset lookup in models/, model YAML files, and Hugging Face config.json
+// files or model folders (read by scenario/hf_config.cc).
 #include "scenario/model_catalog.h"
 
 #include <yaml-cpp/yaml.h>
@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <system_error>
 
 #include "base/edit_distance.h"
 #include "base/input_error.h"
 #include "scenario/graph_file.h"
+#include "scenario/hf_config.h"
 #include "scenario/model_families.h"
 
 #ifndef OOMCAST_SOURCE_DIR
@@ -35,47 +35,25 @@ SourceLocation at(const std::string& file, const YAML::Node& node) {
   return where;
 }
 
-// Checks the family, its dimension names and option names; fills nothing in.
+// Checks the model against its family's schema, placing errors at the YAML key when known.
 void validate_model(const ModelConfig& model, const std::string& file, const YAML::Node* root) {
-  const families::FamilySpec* spec = families::find_family(model.family);
-  if (spec == nullptr) {
-    std::vector<std::string> names;
-    for (const auto& entry : families::family_specs()) names.emplace_back(entry.name);
-    SourceLocation where = root ? at(file, (*root)["family"]) : SourceLocation{file, 0, 0, -1};
-    throw InputError(where, "family", "unknown model family '" + model.family + "'" + did_you_mean(model.family, names));
-  }
-  std::vector<std::string> dim_names;
-  for (const auto& entry : spec->dims) dim_names.emplace_back(entry.name);
-  for (const auto& [name, value] : model.dims) {
-    SourceLocation where = root ? at(file, (*root)["dims"][name]) : SourceLocation{file, 0, 0, -1};
-    if (std::find(dim_names.begin(), dim_names.end(), name) == dim_names.end()) {
-      throw InputError(where, name,
-                       "unknown dimension '" + name + "' for family " + model.family + did_you_mean(name, dim_names));
-    }
-    if (value <= 0) throw InputError(where, name, "dimension '" + name + "' must be positive");
-  }
-  for (const auto& entry : spec->dims) {
-    if (entry.default_value == 0 && model.dims.count(entry.name) == 0) {
-      SourceLocation where = root ? at(file, (*root)["dims"]) : SourceLocation{file, 0, 0, -1};
-      throw InputError(where, entry.name,
-                       "model '" + model.name + "' (family " + model.family + ") needs dimension '" + entry.name +
-                           "' (" + entry.meaning + ")");
-    }
-  }
-  for (const auto& [name, value] : model.options) {
-    if (std::find(spec->options.begin(), spec->options.end(), name) == spec->options.end()) {
-      SourceLocation where = root ? at(file, (*root)["options"][name]) : SourceLocation{file, 0, 0, -1};
-      throw InputError(where, name,
-                       "unknown option '" + name + "' for family " + model.family + did_you_mean(name, spec->options));
-    }
-  }
-  if (model.family != "resnet" && model.family != "mlp") {
-    int64_t hidden = model.dims.count("hidden") ? model.dims.at("hidden") : 0;
-    int64_t heads = model.dims.count("heads") ? model.dims.at("heads") : 0;
-    if (hidden > 0 && heads > 0 && hidden % heads != 0) {
-      throw InputError(SourceLocation{file, 0, 0, -1}, "heads", "hidden must be a multiple of heads");
-    }
-  }
+  families::check_model(model, [&](const std::string& key) {
+    if (root == nullptr) return SourceLocation{file, 0, 0, -1};
+    if (key == "family" || key == "dims" || key == "options") return at(file, (*root)[key]);
+    if ((*root)["dims"] && (*root)["dims"][key]) return at(file, (*root)["dims"][key]);
+    if ((*root)["options"] && (*root)["options"][key]) return at(file, (*root)["options"][key]);
+    if ((*root)["dims"]) return at(file, (*root)["dims"]);
+    return SourceLocation{file, 0, 0, -1};
+  });
+}
+
+// YAML's spellings of a boolean (yes, On, True) as the families read them.
+std::string option_text(const std::string& text) {
+  std::string lowered = text;
+  for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lowered == "true" || lowered == "yes" || lowered == "on") return "true";
+  if (lowered == "false" || lowered == "no" || lowered == "off") return "false";
+  return text;
 }
 
 ModelConfig load_model_yaml(const std::string& path) {
@@ -109,7 +87,7 @@ ModelConfig load_model_yaml(const std::string& path) {
     }
     if (root["options"]) {
       for (const auto& entry : root["options"]) {
-        model.options[entry.first.as<std::string>()] = entry.second.as<std::string>();
+        model.options[entry.first.as<std::string>()] = option_text(entry.second.as<std::string>());
       }
     }
   } catch (const YAML::BadConversion& error) {
@@ -120,77 +98,8 @@ ModelConfig load_model_yaml(const std::string& path) {
   return model;
 }
 
-int64_t json_int(const nlohmann::json& config, const char* key, int64_t fallback) {
-  if (!config.contains(key) || config[key].is_null()) return fallback;
-  return config[key].get<int64_t>();
-}
-
-int64_t json_required(const nlohmann::json& config, const char* key, const std::string& path) {
-  if (!config.contains(key) || !config[key].is_number_integer()) {
-    throw InputError(SourceLocation{path, 0, 0, -1}, key, std::string("config.json needs an integer '") + key + "'");
-  }
-  return config[key].get<int64_t>();
-}
-
-// The dimensions every HF transformer config (llama, mistral, bert, vit) names the same way.
-void read_encoder_dims(const nlohmann::json& config, const std::string& path, ModelConfig& model) {
-  model.dims["layers"] = json_required(config, "num_hidden_layers", path);
-  model.dims["hidden"] = json_required(config, "hidden_size", path);
-  model.dims["heads"] = json_required(config, "num_attention_heads", path);
-  model.dims["ffn_hidden"] = json_required(config, "intermediate_size", path);
-}
-
-ModelConfig load_hf_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(SourceLocation{path, 0, 0, -1}, "", "cannot read config.json");
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& error) {
-    throw InputError(SourceLocation{path, 0, 0, -1}, "", std::string("invalid JSON: ") + error.what());
-  }
-  ModelConfig model;
-  model.source = path;
-  model.name = fs::path(path).parent_path().filename().string();
-  if (model.name.empty()) model.name = "hf-model";
-  std::string type = config.value("model_type", "");
-  if (type == "gpt2") {
-    model.family = "gpt2";
-    model.dims["layers"] = json_required(config, "n_layer", path);
-    model.dims["hidden"] = json_required(config, "n_embd", path);
-    model.dims["heads"] = json_required(config, "n_head", path);
-    model.dims["vocab"] = json_required(config, "vocab_size", path);
-    model.dims["max_positions"] = json_required(config, "n_positions", path);
-    model.dims["ffn_hidden"] = json_int(config, "n_inner", 4 * model.dims["hidden"]);
-    model.options["tied_embeddings"] = config.value("tie_word_embeddings", true) ? "true" : "false";
-  } else if (type == "llama" || type == "mistral") {
-    model.family = "llama";
-    read_encoder_dims(config, path, model);
-    model.dims["kv_heads"] = json_int(config, "num_key_value_heads", model.dims["heads"]);
-    model.dims["vocab"] = json_required(config, "vocab_size", path);
-    model.dims["max_positions"] = json_int(config, "max_position_embeddings", 4096);
-    model.options["tied_embeddings"] = config.value("tie_word_embeddings", false) ? "true" : "false";
-  } else if (type == "bert") {
-    model.family = "bert";
-    read_encoder_dims(config, path, model);
-    model.dims["vocab"] = json_required(config, "vocab_size", path);
-    model.dims["max_positions"] = json_int(config, "max_position_embeddings", 512);
-    model.dims["type_vocab"] = json_int(config, "type_vocab_size", 2);
-  } else if (type == "vit") {
-    // HF ViT differs from torchvision's layout (separate q/k/v, a pooler); counted as torchvision.
-    model.family = "vit";
-    read_encoder_dims(config, path, model);
-    model.dims["image_size"] = json_int(config, "image_size", 224);
-    model.dims["patch_size"] = json_int(config, "patch_size", 16);
-    model.dims["channels"] = json_int(config, "num_channels", 3);
-    int64_t labels = config.contains("id2label") ? static_cast<int64_t>(config["id2label"].size()) : 1000;
-    model.dims["num_classes"] = labels > 0 ? labels : 1000;
-  } else {
-    const std::vector<std::string> known{"gpt2", "llama", "mistral", "bert", "vit"};
-    throw InputError(SourceLocation{path, 0, 0, -1}, "model_type",
-                     "unsupported model_type '" + type + "' (supported: gpt2, llama, mistral, bert, vit)" +
-                         did_you_mean(type, known));
-  }
+ModelConfig checked_hf_config(const std::string& path) {
+  ModelConfig model = load_hf_config(path);
   validate_model(model, path, nullptr);
   return model;
 }
@@ -236,7 +145,16 @@ ModelConfig resolve_model(const std::string& reference, const std::string& base_
     if (!fs::exists(path, error)) {
       throw InputError(SourceLocation{}, "model", "model file '" + path.string() + "' does not exist");
     }
-    if (path.extension() == ".json") return load_hf_config(path.string());
+    if (fs::is_directory(path, error)) {
+      // A Hugging Face model folder (what from_pretrained takes): its config.json.
+      fs::path config = path / "config.json";
+      if (!fs::is_regular_file(config, error)) {
+        throw InputError(SourceLocation{}, "model",
+                         "model path '" + path.string() + "' is a directory without a config.json");
+      }
+      return checked_hf_config(config.string());
+    }
+    if (path.extension() == ".json") return checked_hf_config(path.string());
     if (is_graph_file(path.string())) return graph_model(path.string());  // docs/graph-format.md
     return load_model_yaml(path.string());
   }

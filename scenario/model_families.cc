@@ -24,8 +24,26 @@ const std::vector<FamilySpec>& family_specs() {
         {"kv_heads", -1, "key/value heads (GQA); default heads"},
         {"ffn_hidden", 0, "SwiGLU width (intermediate_size)"},
         {"vocab", 0, "vocabulary size"},
-        {"max_positions", 4096, "max_position_embeddings"}},
-       {"tied_embeddings"},
+        {"max_positions", 4096, "max_position_embeddings"},
+        {"head_dim", -1, "per-head width; default hidden / heads (Qwen3 and Gemma set it)"},
+        {"experts", -2, "mixture-of-experts: experts per layer; absent = a dense MLP"},
+        {"experts_per_token", 2, "mixture-of-experts: experts each token is routed to (top-k)"},
+        {"expert_ffn_hidden", -1, "mixture-of-experts: each expert's MLP width; default ffn_hidden"},
+        {"shared_expert_ffn", -2, "Qwen2-MoE's always-on shared expert width; absent = none"}},
+       {"tied_embeddings", "qkv_bias", "o_bias", "mlp_bias", "qk_norm", "fused_qkv", "fused_gate_up", "gelu_mlp",
+        "scale_embedding", "offset_norm", "sandwich_norm", "final_logit_softcap", "normalize_top_k",
+        "mixtral_expert_names", "router_logits_output"},
+       {"loss", "logits"}},
+      {"gpt_neox",
+       {{"layers", 0, "decoder layers"},
+        {"hidden", 0, "model width"},
+        {"heads", 0, "query heads"},
+        {"kv_heads", -1, "key/value heads (Falcon multi-query: 1); default heads"},
+        {"ffn_hidden", -1, "MLP width; default 4*hidden"},
+        {"vocab", 0, "vocabulary size"},
+        {"max_positions", 2048, "max_position_embeddings"},
+        {"rotary_dims", -1, "rotated features per head (partial rotary); default the whole head"}},
+       {"tied_embeddings", "parallel_residual", "shared_norm", "fused_qkv", "bias", "lm_head_bias", "python_gelu"},
        {"loss", "logits"}},
       {"bert",
        {{"layers", 0, "encoder layers"},
@@ -84,6 +102,9 @@ int64_t dim(const ModelConfig& model, const std::string& name) {
       if (entry.default_value < 0) {
         if (name == "ffn_hidden") return 4 * dim(model, "hidden");
         if (name == "kv_heads") return dim(model, "heads");
+        if (name == "head_dim") return dim(model, "hidden") / dim(model, "heads");
+        if (name == "rotary_dims") return dim(model, "hidden") / dim(model, "heads");
+        if (name == "expert_ffn_hidden") return dim(model, "ffn_hidden");
       }
     }
   }
@@ -94,7 +115,11 @@ int64_t dim(const ModelConfig& model, const std::string& name) {
 bool option_enabled(const ModelConfig& model, const std::string& name, bool default_value) {
   auto found = model.options.find(name);
   if (found == model.options.end()) return default_value;
-  return found->second == "true" || found->second == "1" || found->second == "yes";
+  const std::string& value = found->second;
+  if (value == "true" || value == "1" || value == "yes") return true;
+  if (value == "false" || value == "0" || value == "no") return false;
+  throw InputError(SourceLocation{model.source, 0, 0, -1}, name,
+                   "option '" + name + "' of model '" + model.name + "' is true or false, not '" + value + "'");
 }
 
 bool is_vision(const ModelConfig& model) {

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "base/input_error.h"
 #include "scenario/scenario.h"
 
 namespace oomcast::planner::families {
@@ -29,8 +31,19 @@ const std::vector<FamilySpec>& family_specs();
 // Returns nullptr when `name` is not a family.
 const FamilySpec* find_family(const std::string& name);
 
+// Where a key of the model's source is (file, line); used to place check_model's errors.
+using KeyLocator = std::function<SourceLocation(const std::string& key)>;
+
+// Checks a resolved model against its family's schema and refuses what PyTorch or HF would
+// refuse to build: an unknown family, dimension or option, a missing or non-positive
+// dimension, a switch that is not true/false, and impossible shapes (hidden not a multiple
+// of heads, kv_heads not dividing heads, ...), naming the keys. Throws InputError.
+void check_model(const ModelConfig& model, const KeyLocator& locate);
+void check_model(const ModelConfig& model);
+
 // The dimension `name` of `model`, or the family default; throws InputError when missing.
 int64_t dim(const ModelConfig& model, const std::string& name);
+// A family switch; throws InputError when its value is not a boolean.
 bool option_enabled(const ModelConfig& model, const std::string& name, bool default_value);
 
 // The sequence length (image size for vision) used when a scenario gives none.

@@ -27,6 +27,8 @@ constexpr OpKindEntry kOpKinds[] = {
     {OpKind::Split, "split"},         {OpKind::Pool, "pool"},
     {OpKind::Compare, "compare"},     {OpKind::Constant, "constant"},
     {OpKind::ScopeEnd, "scope_end"},  {OpKind::Other, "other"},
+    {OpKind::Sigmoid, "sigmoid"},     {OpKind::TopK, "topk"},
+    {OpKind::Gather, "gather"},       {OpKind::IndexAdd, "index_add"},
 };
 
 }  // namespace

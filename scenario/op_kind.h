@@ -14,6 +14,7 @@ enum class OpKind : uint8_t {
   NllLoss, Dropout, Gelu, Silu, Relu, Tanh, Add, Mul, Pow, Mean, Rsqrt, Neg, Cat, MaskedFill,
   Cast, Copy, View, Split, Pool, Compare, Constant, ScopeEnd,
   Other,  // a graph file's generic op of no kind above
+  Sigmoid, TopK, Gather, IndexAdd,
 };
 const char* op_kind_name(OpKind kind);
 // Parses the names used by checkpointing.recompute_ops ("attention", "gelu", ...); false if unknown.

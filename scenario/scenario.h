@@ -22,6 +22,8 @@ enum class AttentionImpl { Eager, SdpaMath, Flash, MemEfficient };
 enum class CheckpointMode { None, Full, EveryN, Selective };
 enum class OptimizerType { Sgd, Adam, AdamW, Adafactor, AdamW8bit };
 enum class OptimizerImpl { SingleTensor, Foreach, Fused };
+// Mixture-of-experts routing planned: the busiest expert gets k times its share, or even.
+enum class MoeImbalance { Worst, Balanced };
 
 // A model description after resolution (preset name, model YAML or HF config.json).
 // `dims` holds the family's dimensions by name; each family documents the names it reads
@@ -33,6 +35,9 @@ struct ModelConfig {
   std::map<std::string, std::string> options;  // family switches, e.g. tied_embeddings: "true"
   std::string source;                   // file it came from, for errors
   std::shared_ptr<const GraphFile> graph;  // family "graph": the layer graph read from a file
+  // Keys of the source (config.json) that may change memory but are not modelled; shown
+  // with the prediction.
+  std::vector<std::string> warnings;
 };
 
 struct CheckpointConfig {
@@ -85,6 +90,7 @@ struct Scenario {
   Precision precision = Precision::Fp32;
   AttentionImpl attention = AttentionImpl::SdpaMath;
   double dropout = 0.0;
+  MoeImbalance moe_imbalance = MoeImbalance::Worst;  // moe.imbalance (scenario/moe_config.cc)
   CheckpointConfig checkpointing;
   OptimizerConfig optimizer;
   TrainingLoopConfig loop;

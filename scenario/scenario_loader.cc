@@ -18,6 +18,7 @@
 #include "scenario/model_families.h"
 #include "scenario/op_kind.h"
 #include "scenario/model_catalog.h"
+#include "scenario/moe_config.h"
 #include "scenario/parallel_config_loader.h"
 #include "scenario/yaml_reader.h"
 #include "sim/allocator_config.h"
@@ -81,7 +82,7 @@ Enum read_choice(const YamlNode& node, const Named<Enum> (&table)[N]) {
 const std::vector<std::string> kTopLevelKeys = {
     "description", "model", "batch_size", "seq_len", "image_size", "grad_accum_steps",
     "iterations", "precision", "attention", "dropout", "checkpointing", "optimizer",
-    "training_loop", "eval", "device", "allocator", "parallel"};
+    "training_loop", "eval", "device", "allocator", "parallel", "moe"};
 
 bool looks_like_path(const std::string& reference) {
   auto ends_with = [&](const char* suffix) {
@@ -517,6 +518,7 @@ Scenario read_scenario(const YamlDocument& document) {
   scenario.loop = read_training_loop(root.child("training_loop"), scenario.model);
   scenario.eval = read_eval(root.child("eval"));
   read_parallel_section(root, base_dir, scenario);  // planner/parallel_config_loader.cc
+  read_moe_section(root.child("moe"), scenario);    // scenario/moe_config.cc
   check_device_support(root, scenario);
   return scenario;
 }

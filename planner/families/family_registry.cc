@@ -10,12 +10,16 @@ namespace oomcast::planner::families {
 
 void build_forward(GraphBuilder& builder, const ModelConfig& model) {
   if (model.graph) return build_graph(builder, model);
+  // Overrides (--set model.hidden=770, a scenario's model map) reach here after the reader's
+  // check; an impossible shape must not be planned whatever path it came by.
+  check_model(model);
   if (model.family == "gpt2") return build_gpt2(builder, model);
   if (model.family == "llama") return build_llama(builder, model);
   if (model.family == "bert") return build_bert(builder, model);
   if (model.family == "vit") return build_vit(builder, model);
   if (model.family == "resnet") return build_resnet(builder, model);
   if (model.family == "mlp") return build_mlp(builder, model);
+  if (model.family == "gpt_neox") return build_gpt_neox(builder, model);
   std::vector<std::string> names;
   for (const auto& spec : family_specs()) names.emplace_back(spec.name);
   throw InputError(SourceLocation{model.source, 0, 0, -1}, "family",

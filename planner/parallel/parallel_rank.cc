@@ -93,6 +93,7 @@ bool host_pinned(const ParallelConfig& parallel) {
 ParallelSummary summarize_parallel(const Scenario& scenario, const LayerGraph& graph) {
   ParallelSummary summary;
   const ParallelConfig& parallel = scenario.parallel;
+  summary.warnings = scenario.model.warnings;
   if (!parallel.enabled()) return summary;
   summary.enabled = true;
   summary.description = describe(parallel);
@@ -111,7 +112,7 @@ ParallelSummary summarize_parallel(const Scenario& scenario, const LayerGraph& g
   summary.nccl_buffer_bytes = parallel.nccl_buffer_bytes;
   summary.offload = estimate_offload_cost(scenario, summary.sizes.parameters);
   summary.offloads = summary.offload.host_to_device_bytes + summary.offload.device_to_host_bytes > 0;
-  summary.warnings = parallel.warnings;
+  summary.warnings.insert(summary.warnings.end(), parallel.warnings.begin(), parallel.warnings.end());
   return summary;
 }
 

@@ -1,0 +1,19 @@
+// Reads a Hugging Face config.json (or the model folder holding one) into a ModelConfig of one
+// of the built-in families; keys that change memory but are not modelled become warnings in
+// ModelConfig::warnings, never silently dropped.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "scenario/scenario.h"
+
+namespace oomcast::planner {
+
+// `path` is a config.json file. Throws InputError naming the file and key.
+ModelConfig load_hf_config(const std::string& path);
+
+// The model_type values a config.json may have, sorted.
+std::vector<std::string> supported_hf_model_types();
+
+}  // namespace oomcast::planner
