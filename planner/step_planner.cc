@@ -36,6 +36,7 @@ LayerGraph build_graph(const Scenario& scenario, int64_t seq_len, bool training,
   context.seq_len = seq_len;
   context.cpu_kernels = scenario.device.is_cpu;
   context.torch_version = scenario.allocator.torch_version;
+  context.moe_worst_case = scenario.moe_imbalance == MoeImbalance::Worst;
   GraphBuilder builder(context);
   families::build_forward(builder, scenario.model);
   return builder.finish();

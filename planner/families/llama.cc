@@ -1,150 +1,260 @@
-// Llama / Mistral as HF LlamaForCausalLM lays them out: token embedding, RMSNorm (written
-// in Python), rotary embeddings, grouped-query attention (kv_heads), SwiGLU MLP, no biases,
-// untied lm_head, and the HF loss that upcasts logits with .float() before cross_entropy.
+// Llama-style decoders as HF lays them out: token embedding, RMSNorm (written in Python),
+// rotary embeddings, grouped-query attention (kv_heads), gated MLP, lm_head, and the HF loss
+// that upcasts logits with .float() before cross_entropy. The switches of
+// scenario/model_families.cc turn it into Mistral, Qwen2/Qwen3 (q/k/v biases, QK-norm, an
+// explicit head_dim), Gemma/Gemma 2 (scaled embeddings, (1 + w) norms, GELU-tanh, sandwich
+// norms, logit softcapping), Phi-3 (fused qkv_proj and gate_up_proj) and the mixture-of-experts
+// models (the MLP replaced by planner/families/moe_block.cc).
 #include <string>
 #include <vector>
 
 #include "planner/families/families.h"
+#include "planner/families/moe_block.h"
 #include "planner/ops/op_catalogue.h"
 
 namespace oomcast::planner::families {
 
 namespace {
 
-struct LlamaLayer {
-  TensorId q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, input_norm, post_attention_norm;
+struct LlamaShape {
+  int64_t layers, hidden, heads, kv_heads, head_dim, ffn, vocab;
+  bool tied, qkv_bias, o_bias, mlp_bias, qk_norm, fused_qkv, fused_gate_up, gelu_mlp, scale_embedding;
+  bool offset_norm, sandwich_norm, final_softcap;
+  MoeShape moe;
 };
+
+LlamaShape read_shape(const ModelConfig& model) {
+  LlamaShape s{};
+  s.layers = dim(model, "layers");
+  s.hidden = dim(model, "hidden");
+  s.heads = dim(model, "heads");
+  s.kv_heads = dim(model, "kv_heads");
+  s.head_dim = dim(model, "head_dim");
+  s.ffn = dim(model, "ffn_hidden");
+  s.vocab = dim(model, "vocab");
+  s.tied = option_enabled(model, "tied_embeddings", false);
+  s.qkv_bias = option_enabled(model, "qkv_bias", false);
+  s.o_bias = option_enabled(model, "o_bias", false);
+  s.mlp_bias = option_enabled(model, "mlp_bias", false);
+  s.qk_norm = option_enabled(model, "qk_norm", false);
+  s.fused_qkv = option_enabled(model, "fused_qkv", false);
+  s.fused_gate_up = option_enabled(model, "fused_gate_up", false);
+  s.gelu_mlp = option_enabled(model, "gelu_mlp", false);
+  s.scale_embedding = option_enabled(model, "scale_embedding", false);
+  s.offset_norm = option_enabled(model, "offset_norm", false);
+  s.sandwich_norm = option_enabled(model, "sandwich_norm", false);
+  s.final_softcap = option_enabled(model, "final_logit_softcap", false);
+  s.moe = read_moe_shape(model);
+  return s;
+}
+
+struct LlamaLayer {
+  TensorId q_proj = kNoTensor, k_proj = kNoTensor, v_proj = kNoTensor, qkv_proj = kNoTensor, o_proj = kNoTensor;
+  TensorId q_bias = kNoTensor, k_bias = kNoTensor, v_bias = kNoTensor, qkv_bias = kNoTensor, o_bias = kNoTensor;
+  TensorId q_norm = kNoTensor, k_norm = kNoTensor;
+  DenseMlp mlp;
+  MoeBlock moe;
+  TensorId input_norm = kNoTensor, post_attention_norm = kNoTensor, pre_ffn_norm = kNoTensor, post_ffn_norm = kNoTensor;
+};
+
+// Registration order of the HF decoder layers: self_attn, mlp, then the norms.
+LlamaLayer register_layer(GraphBuilder& g, const LlamaShape& s) {
+  LlamaLayer b;
+  const int64_t q_out = s.heads * s.head_dim;
+  const int64_t kv_out = s.kv_heads * s.head_dim;
+  auto bias = [&](bool on, const char* name, int64_t size) { return on ? g.parameter(name, {size}) : kNoTensor; };
+  g.push_module("self_attn");
+  if (s.fused_qkv) {
+    // Phi3Attention registers o_proj before qkv_proj.
+    b.o_proj = g.parameter("o_proj.weight", {s.hidden, q_out});
+    b.o_bias = bias(s.o_bias, "o_proj.bias", s.hidden);
+    b.qkv_proj = g.parameter("qkv_proj.weight", {q_out + 2 * kv_out, s.hidden});
+    b.qkv_bias = bias(s.qkv_bias, "qkv_proj.bias", q_out + 2 * kv_out);
+  } else {
+    b.q_proj = g.parameter("q_proj.weight", {q_out, s.hidden});
+    b.q_bias = bias(s.qkv_bias, "q_proj.bias", q_out);
+    b.k_proj = g.parameter("k_proj.weight", {kv_out, s.hidden});
+    b.k_bias = bias(s.qkv_bias, "k_proj.bias", kv_out);
+    b.v_proj = g.parameter("v_proj.weight", {kv_out, s.hidden});
+    b.v_bias = bias(s.qkv_bias, "v_proj.bias", kv_out);
+    b.o_proj = g.parameter("o_proj.weight", {s.hidden, q_out});
+    b.o_bias = bias(s.o_bias, "o_proj.bias", s.hidden);
+  }
+  if (s.qk_norm) {
+    b.q_norm = g.parameter("q_norm.weight", {s.head_dim});
+    b.k_norm = g.parameter("k_norm.weight", {s.head_dim});
+  }
+  g.pop_module();
+  if (s.moe.experts > 0) {
+    b.moe = register_moe_block(g, s.moe, s.hidden);
+  } else {
+    b.mlp = register_dense_mlp(g, "mlp", s.hidden, s.ffn, s.fused_gate_up, s.mlp_bias);
+  }
+  b.input_norm = g.parameter("input_layernorm.weight", {s.hidden});
+  b.post_attention_norm = g.parameter("post_attention_layernorm.weight", {s.hidden});
+  if (s.sandwich_norm) {
+    b.pre_ffn_norm = g.parameter("pre_feedforward_layernorm.weight", {s.hidden});
+    b.post_ffn_norm = g.parameter("post_feedforward_layernorm.weight", {s.hidden});
+  }
+  return b;
+}
+
+TensorId norm(GraphBuilder& g, const LlamaShape& s, const char* leaf, TensorId x, TensorId weight, int64_t size) {
+  return s.offset_norm ? ops::offset_rms_norm(g, leaf, x, weight, size) : ops::rms_norm(g, leaf, x, weight, size);
+}
+
+// self_attn from the normed input to o_proj's output.
+TensorId attention_block(GraphBuilder& g, const LlamaShape& s, const LlamaLayer& b, TensorId normed, TensorId cos,
+                         TensorId sin, const ops::AttentionShape& shape) {
+  const int64_t q_out = s.heads * s.head_dim;
+  const int64_t kv_out = s.kv_heads * s.head_dim;
+  const uint64_t tokens = g.tensor(normed).numel / static_cast<uint64_t>(s.hidden);
+  const auto q_numel = static_cast<uint64_t>(q_out) * tokens;
+  const auto kv_numel = static_cast<uint64_t>(kv_out) * tokens;
+  g.push_module("self_attn");
+  g.begin_scope();
+  g.hold(normed);
+  TensorId q, k, v;
+  if (s.fused_qkv) {
+    TensorId qkv = ops::linear(g, "qkv_proj", normed, b.qkv_proj, b.qkv_bias, s.hidden, q_out + 2 * kv_out);
+    g.hold(qkv);  // the local `qkv` lives until forward returns
+    // qkv[..., :q], qkv[..., q:q+kv], qkv[..., q+kv:]: views whose backwards zero-fill.
+    q = ops::slice(g, "query_states", qkv, q_numel);
+    k = ops::slice(g, "key_states", qkv, kv_numel);
+    v = ops::slice(g, "value_states", qkv, kv_numel);
+  } else {
+    q = ops::linear(g, "q_proj", normed, b.q_proj, b.q_bias, s.hidden, q_out);
+    k = ops::linear(g, "k_proj", normed, b.k_proj, b.k_bias, s.hidden, kv_out);
+    v = ops::linear(g, "v_proj", normed, b.v_proj, b.v_bias, s.hidden, kv_out);
+  }
+  if (s.qk_norm) {
+    // Qwen3: q_norm / k_norm over each head of the projection's view.
+    q = norm(g, s, "q_norm", q, b.q_norm, s.head_dim);
+    k = norm(g, s, "k_norm", k, b.k_norm, s.head_dim);
+  }
+  // q = q * cos + rotate_half(q) * sin: the local `q` (the projection's view) is rebound
+  // only when the rotary's sum exists, so the projection lives through its rotary (capture
+  // llama-tiny-sgd-dropout: q_proj.out is freed after the rotary's add).
+  g.begin_scope();
+  g.hold(q);
+  TensorId q_rot = ops::rotary(g, "q_rotary", q, cos, sin);
+  g.end_scope();
+  g.begin_scope();
+  g.hold(k);
+  TensorId k_rot = ops::rotary(g, "k_rotary", k, cos, sin);
+  g.end_scope();
+  ops::AttentionShape layer_shape = shape;
+  if (s.kv_heads != s.heads) {
+    // repeat_kv: expand + reshape makes contiguous copies with all query heads; matmul
+    // then views them as 3-D without another copy.
+    k_rot = ops::expand_copy(g, "repeat_k", k_rot, q_numel);
+    v = ops::expand_copy(g, "repeat_v", v, q_numel);
+    layer_shape.k_contiguous = true;
+    layer_shape.v_contiguous = true;
+  }
+  // The locals q, k, v hold their last values until forward returns (matmul saves its
+  // contiguous copies, not them).
+  g.hold(q_rot);
+  g.hold(k_rot);
+  g.hold(v);
+  TensorId attn = ops::attention(g, "attention", q_rot, k_rot, v, layer_shape);
+  TensorId o = ops::linear(g, "o_proj", attn, b.o_proj, b.o_bias, q_out, s.hidden);
+  g.end_scope();
+  g.pop_module();
+  return o;
+}
 
 }  // namespace
 
 void build_llama(GraphBuilder& g, const ModelConfig& model) {
-  const int64_t layers = dim(model, "layers");
-  const int64_t hidden = dim(model, "hidden");
-  const int64_t heads = dim(model, "heads");
-  const int64_t kv_heads = dim(model, "kv_heads");
-  const int64_t ffn = dim(model, "ffn_hidden");
-  const int64_t vocab = dim(model, "vocab");
-  const bool tied = option_enabled(model, "tied_embeddings", false);
-  const int64_t head_dim = hidden / heads;
+  const LlamaShape s = read_shape(model);
   const int64_t batch = g.context().batch;
   const int64_t seq = g.context().seq_len;
   const auto tokens = static_cast<uint64_t>(batch * seq);
 
-  // Registration order of LlamaDecoderLayer: self_attn, mlp, input_layernorm,
-  // post_attention_layernorm.
   g.push_module("model");
-  TensorId embed = g.parameter("embed_tokens.weight", {vocab, hidden});
-  std::vector<LlamaLayer> blocks(static_cast<size_t>(layers));
-  for (int64_t i = 0; i < layers; ++i) {
-    LlamaLayer& b = blocks[static_cast<size_t>(i)];
+  TensorId embed = g.parameter("embed_tokens.weight", {s.vocab, s.hidden});
+  std::vector<LlamaLayer> blocks;
+  blocks.reserve(static_cast<size_t>(s.layers));
+  for (int64_t i = 0; i < s.layers; ++i) {
     g.push_module("layers." + std::to_string(i));
-    b.q_proj = g.parameter("self_attn.q_proj.weight", {heads * head_dim, hidden});
-    b.k_proj = g.parameter("self_attn.k_proj.weight", {kv_heads * head_dim, hidden});
-    b.v_proj = g.parameter("self_attn.v_proj.weight", {kv_heads * head_dim, hidden});
-    b.o_proj = g.parameter("self_attn.o_proj.weight", {hidden, heads * head_dim});
-    b.gate_proj = g.parameter("mlp.gate_proj.weight", {ffn, hidden});
-    b.up_proj = g.parameter("mlp.up_proj.weight", {ffn, hidden});
-    b.down_proj = g.parameter("mlp.down_proj.weight", {hidden, ffn});
-    b.input_norm = g.parameter("input_layernorm.weight", {hidden});
-    b.post_attention_norm = g.parameter("post_attention_layernorm.weight", {hidden});
+    blocks.push_back(register_layer(g, s));
     g.pop_module();
   }
-  TensorId norm = g.parameter("norm.weight", {hidden});
+  TensorId final_norm = g.parameter("norm.weight", {s.hidden});
   // rotary_emb.inv_freq: a non-persistent fp32 buffer that .to(device) still moves.
-  g.buffer("rotary_emb.inv_freq", static_cast<uint64_t>(head_dim / 2), DType::Float32);
+  g.buffer("rotary_emb.inv_freq", static_cast<uint64_t>(s.head_dim / 2), DType::Float32);
   g.pop_module();
-  TensorId lm_head = tied ? embed : g.parameter("lm_head.weight", {vocab, hidden});
+  TensorId lm_head = s.tied ? embed : g.parameter("lm_head.weight", {s.vocab, s.hidden});
 
   TensorId input_ids = g.input("input_ids", tokens, DType::Int64);
   TensorId labels = g.input("labels", tokens, DType::Int64);
 
   g.push_module("model");
-  TensorId x = ops::embedding(g, "embed_tokens", input_ids, embed, hidden);
+  TensorId x = ops::embedding(g, "embed_tokens", input_ids, embed, s.hidden);
+  // Gemma: hidden_states * normalizer (a 0-dim tensor of sqrt(hidden)).
+  if (s.scale_embedding) x = ops::scale(g, "embed_scale", x);
   g.begin_scope();
   // cos and sin [1, s, head_dim], computed once per forward in the embeddings' dtype and
-  // shared by every layer; held by LlamaModel.forward's locals.
+  // shared by every layer; held by the model's forward locals.
   const DType table_dtype = g.tensor(x).dtype;
-  TensorId cos = ops::constant(g, "rotary_emb.cos", static_cast<uint64_t>(seq * head_dim), table_dtype);
-  TensorId sin = ops::constant(g, "rotary_emb.sin", static_cast<uint64_t>(seq * head_dim), table_dtype);
+  TensorId cos = ops::constant(g, "rotary_emb.cos", static_cast<uint64_t>(seq * s.head_dim), table_dtype);
+  TensorId sin = ops::constant(g, "rotary_emb.sin", static_cast<uint64_t>(seq * s.head_dim), table_dtype);
   g.hold(cos);
   g.hold(sin);
 
+  std::vector<TensorId> router_logits;  // every sparse layer's, for the auxiliary loss
   ops::AttentionShape shape;
   shape.batch = batch;
-  shape.heads = heads;
+  shape.heads = s.heads;
   shape.seq = seq;
-  shape.head_dim = head_dim;
+  shape.head_dim = s.head_dim;
   shape.causal = true;
-  const auto q_numel = static_cast<uint64_t>(batch * seq * heads * head_dim);
-  for (int64_t i = 0; i < layers; ++i) {
+  for (int64_t i = 0; i < s.layers; ++i) {
     const LlamaLayer& b = blocks[static_cast<size_t>(i)];
     g.push_module("layers." + std::to_string(i));
     g.begin_unit();
     g.begin_scope();
     g.hold(x);  // residual = hidden_states
-    TensorId normed = ops::rms_norm(g, "input_layernorm", x, b.input_norm, hidden);
-    g.push_module("self_attn");
-    g.begin_scope();
-    g.hold(normed);
-    TensorId q = ops::linear(g, "q_proj", normed, b.q_proj, kNoTensor, hidden, heads * head_dim);
-    TensorId k = ops::linear(g, "k_proj", normed, b.k_proj, kNoTensor, hidden, kv_heads * head_dim);
-    TensorId v = ops::linear(g, "v_proj", normed, b.v_proj, kNoTensor, hidden, kv_heads * head_dim);
-    // q = q * cos + rotate_half(q) * sin: the local `q` (the projection's view) is rebound
-    // only when the rotary's sum exists, so the projection lives through its rotary (capture
-    // llama-tiny-sgd-dropout: q_proj.out is freed after the rotary's add).
-    g.begin_scope();
-    g.hold(q);
-    TensorId q_rot = ops::rotary(g, "q_rotary", q, cos, sin);
-    g.end_scope();
-    g.begin_scope();
-    g.hold(k);
-    TensorId k_rot = ops::rotary(g, "k_rotary", k, cos, sin);
-    g.end_scope();
-    ops::AttentionShape layer_shape = shape;
-    if (kv_heads != heads) {
-      // repeat_kv: expand + reshape makes contiguous copies with all query heads; matmul
-      // then views them as 3-D without another copy.
-      k_rot = ops::expand_copy(g, "repeat_k", k_rot, q_numel);
-      v = ops::expand_copy(g, "repeat_v", v, q_numel);
-      layer_shape.k_contiguous = true;
-      layer_shape.v_contiguous = true;
+    TensorId normed = norm(g, s, "input_layernorm", x, b.input_norm, s.hidden);
+    TensorId o = attention_block(g, s, b, normed, cos, sin, shape);
+    TensorId x_mid;
+    TensorId mlp_in;
+    if (s.sandwich_norm) {
+      // Gemma 2: post_attention_layernorm on the attention output, pre_feedforward_layernorm
+      // before the MLP, post_feedforward_layernorm after it.
+      TensorId o_normed = norm(g, s, "post_attention_layernorm", o, b.post_attention_norm, s.hidden);
+      x_mid = ops::add(g, "attn_residual", x, o_normed);
+      mlp_in = norm(g, s, "pre_feedforward_layernorm", x_mid, b.pre_ffn_norm, s.hidden);
+    } else {
+      x_mid = ops::add(g, "attn_residual", x, o);
+      mlp_in = norm(g, s, "post_attention_layernorm", x_mid, b.post_attention_norm, s.hidden);
     }
-    // The locals q, k, v hold their last values until forward returns (matmul saves its
-    // contiguous copies, not them).
-    g.hold(q_rot);
-    g.hold(k_rot);
-    g.hold(v);
-    TensorId attn = ops::attention(g, "attention", q_rot, k_rot, v, layer_shape);
-    TensorId o = ops::linear(g, "o_proj", attn, b.o_proj, kNoTensor, heads * head_dim, hidden);
-    g.end_scope();
-    g.pop_module();
-    TensorId x_mid = ops::add(g, "attn_residual", x, o);
-    TensorId normed2 = ops::rms_norm(g, "post_attention_layernorm", x_mid, b.post_attention_norm, hidden);
-    g.push_module("mlp");
-    g.begin_scope();
-    g.hold(normed2);
-    TensorId gate = ops::linear(g, "gate_proj", normed2, b.gate_proj, kNoTensor, hidden, ffn);
-    TensorId act = ops::silu(g, "act_fn", gate);
-    TensorId up = ops::linear(g, "up_proj", normed2, b.up_proj, kNoTensor, hidden, ffn);
-    TensorId product = ops::mul(g, "gate_mul", act, up);
-    TensorId down = ops::linear(g, "down_proj", product, b.down_proj, kNoTensor, ffn, hidden);
-    g.end_scope();
-    g.pop_module();
-    x = ops::add(g, "mlp_residual", x_mid, down);
+    TensorId mlp_out = s.moe.experts > 0 ? moe_block_forward(g, s.moe, b.moe, mlp_in, s.hidden, &router_logits)
+                                         : dense_mlp_forward(g, "mlp", b.mlp, mlp_in, s.gelu_mlp);
+    if (s.sandwich_norm) mlp_out = norm(g, s, "post_feedforward_layernorm", mlp_out, b.post_ffn_norm, s.hidden);
+    x = ops::add(g, "mlp_residual", x_mid, mlp_out);
     g.end_scope();
     g.end_unit();
     g.pop_module();
   }
-  TensorId final_hidden = ops::rms_norm(g, "norm", x, norm, hidden);
+  TensorId final_hidden = norm(g, s, "norm", x, final_norm, s.hidden);
   g.end_scope();
   g.pop_module();
-  TensorId logits = ops::linear(g, "lm_head", final_hidden, lm_head, kNoTensor, hidden, vocab);
+  TensorId logits = ops::linear(g, "lm_head", final_hidden, lm_head, kNoTensor, s.hidden, s.vocab);
+  if (s.final_softcap) {
+    // Gemma 2: logits / cap, tanh, * cap (three vocab-sized tensors; tanh saves its result).
+    logits = ops::scale(g, "final_softcap.div", logits);
+    logits = ops::tanh(g, "final_softcap.tanh", logits);
+    logits = ops::scale(g, "final_softcap.mul", logits);
+  }
   // ForCausalLMLoss: logits.float() (held until the loss returns), padded shift labels.
   g.begin_scope();
   TensorId logits_fp32 = g.cast(logits, DType::Float32, "loss.logits_float");
   g.hold(logits_fp32);
   TensorId shift_labels = ops::constant(g, "loss.shift_labels", tokens, DType::Int64, labels);
-  TensorId loss = ops::cross_entropy(g, "loss.cross_entropy", logits_fp32, shift_labels, vocab);
+  TensorId loss = ops::cross_entropy(g, "loss.cross_entropy", logits_fp32, shift_labels, s.vocab);
+  if (s.moe.experts > 0) loss = moe_auxiliary_loss(g, s.moe, router_logits, loss);
   g.end_scope();
   g.set_named_output("logits", logits);
   g.set_loss(loss);

@@ -54,7 +54,7 @@ TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, T
                          const AttentionShape& shape) {
   uint64_t scores_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.seq);
   uint64_t out_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.head_dim);
-  TensorId scores = bmm(g, name + ".qk", q, k, scores_numel, true, !shape.k_contiguous, true);
+  TensorId scores = bmm(g, name + ".qk", q, k, scores_numel, !shape.q_contiguous, !shape.k_contiguous, true);
   TensorId att = scale(g, name + ".scale", scores);
   if (shape.causal) {
     // bias[:, :, :T, :T] == 0 builds a bool mask per call; masked_fill saves it.
@@ -192,6 +192,18 @@ TensorId rotary(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId cos
   TensorId rotated = cat(g, name + ".cat", negated, first_half);
   TensorId rotated_sin = mul(g, name + ".mul_sin", rotated, sin);
   return add(g, name + ".add", x_cos, rotated_sin);
+}
+
+TensorId partial_rotary(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId cos, TensorId sin,
+                        int64_t rotary_dims, int64_t head_dim) {
+  if (rotary_dims >= head_dim) return rotary(g, leaf, x, cos, sin);
+  std::string name(leaf);
+  const uint64_t numel = g.tensor(x).numel;
+  const uint64_t rotated_numel = numel / static_cast<uint64_t>(head_dim) * static_cast<uint64_t>(rotary_dims);
+  TensorId rotated_part = slice(g, name + ".rot", x, rotated_numel);
+  TensorId pass_part = slice(g, name + ".pass", x, numel - rotated_numel);
+  TensorId embedded = rotary(g, name, rotated_part, cos, sin);
+  return cat(g, name + ".cat", embedded, pass_part);
 }
 
 }  // namespace oomcast::planner::ops

@@ -31,6 +31,9 @@ struct BuildContext {
   // The PyTorch release whose Python-level module code runs (allocator.torch_version, 100 *
   // major + minor): torch 1.13's nn.MultiheadAttention and autograd formulas differ from 2.x's.
   int torch_version = 206;
+  // Mixture-of-experts routing is data dependent: plan the worst case of moe.imbalance (the
+  // busiest expert gets k times its share) or the balanced one.
+  bool moe_worst_case = true;
 };
 
 class GraphBuilder {

@@ -38,13 +38,13 @@ TensorId layer_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId
   return out;
 }
 
-TensorId rms_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, int64_t hidden) {
-  std::string name(leaf);
-  DType input_dtype = g.tensor(x).dtype;
-  uint64_t numel = g.tensor(x).numel;
+namespace {
+
+// x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) on the fp32 copy of x, as HF's Python
+// RMSNorms write it.
+TensorId rms_normalize(GraphBuilder& g, const std::string& name, TensorId x32, int64_t hidden) {
+  uint64_t numel = g.tensor(x32).numel;
   uint64_t rows = numel / static_cast<uint64_t>(hidden);
-  // hidden_states.to(torch.float32): a no-op for fp32 inputs.
-  TensorId x32 = g.cast(x, DType::Float32, name + ".to_fp32");
   // variance = hidden_states.pow(2).mean(-1, keepdim=True): pow saves its input.
   TensorId squared = g.activation(name + ".pow", numel, DType::Float32);
   OpNode& pow_op = g.add_op(OpKind::Pow, name + ".pow", {x32}, {squared}, {GradRule::New});
@@ -67,10 +67,35 @@ TensorId rms_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId w
   rsqrt_op.saved = {inv};
   g.finish_op(rsqrt_op);
   // hidden_states * rsqrt: both operands need grads, so both are saved.
-  TensorId normalized = mul(g, name + ".normalize", x32, inv);
+  return mul(g, name + ".normalize", x32, inv);
+}
+
+}  // namespace
+
+TensorId rms_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, int64_t hidden) {
+  std::string name(leaf);
+  DType input_dtype = g.tensor(x).dtype;
+  // hidden_states.to(torch.float32): a no-op for fp32 inputs.
+  TensorId x32 = g.cast(x, DType::Float32, name + ".to_fp32");
+  TensorId normalized = rms_normalize(g, name, x32, hidden);
   // .to(input_dtype) then weight * hidden_states.
   TensorId back = g.cast(normalized, input_dtype, name + ".to_input_dtype");
   return mul(g, name + ".weight_mul", back, weight);
+}
+
+TensorId offset_rms_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, int64_t hidden) {
+  std::string name(leaf);
+  DType input_dtype = g.tensor(x).dtype;
+  TensorId x32 = g.cast(x, DType::Float32, name + ".to_fp32");
+  TensorId normalized = rms_normalize(g, name, x32, hidden);
+  // output * (1.0 + self.weight.float()): a [hidden] fp32 weight, then the product in fp32,
+  // cast back with type_as(x) last.
+  TensorId weight32 = g.cast(weight, DType::Float32, name + ".weight_float");
+  TensorId shifted = g.activation(name + ".one_plus_weight", g.tensor(weight32).numel, DType::Float32);
+  OpNode& shift = g.add_op(OpKind::Add, name + ".one_plus_weight", {weight32}, {shifted}, {GradRule::PassThrough});
+  g.finish_op(shift);
+  TensorId product = mul(g, name + ".weight_mul", normalized, shifted);
+  return g.cast(product, input_dtype, name + ".type_as");
 }
 
 }  // namespace oomcast::planner::ops

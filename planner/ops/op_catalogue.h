@@ -31,6 +31,8 @@ TensorId layer_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId
                     int64_t hidden, bool noncontiguous_input = false);
 // HF LlamaRMSNorm written in Python: x.to(fp32), pow(2).mean(-1), rsqrt, mul, .to(dtype), weight *.
 TensorId rms_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, int64_t hidden);
+// Gemma's RMSNorm: the whole norm in fp32, times (1 + weight.float()), then type_as(x).
+TensorId offset_rms_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, int64_t hidden);
 
 // ---- elementwise.cc
 TensorId gelu(GraphBuilder& g, std::string_view leaf, TensorId x);           // saves its input
@@ -58,6 +60,8 @@ TensorId constant(GraphBuilder& g, std::string_view leaf, uint64_t numel, DType 
 TensorId view(GraphBuilder& g, std::string_view leaf, TensorId x, uint64_t numel);
 // tensor.split(...) into equal views; backward cats the pieces' grads into one new tensor.
 std::vector<TensorId> split(GraphBuilder& g, std::string_view leaf, TensorId x, int pieces);
+// x[..., start:start+n]: a view; its backward zero-fills a grad of x's full size.
+TensorId slice(GraphBuilder& g, std::string_view leaf, TensorId x, uint64_t numel);
 // .contiguous() / reshape of a non-viewable tensor: a copy; backward passes the grad on.
 TensorId copy(GraphBuilder& g, std::string_view leaf, TensorId x);
 // A copy that changes the element count (repeat_kv's expand+reshape, torch.cat with a
@@ -79,6 +83,9 @@ struct AttentionShape {
   // as they are (validate/op_probe.py matmul4d_contig).
   bool k_contiguous = false;
   bool v_contiguous = false;
+  // q is a fresh contiguous [b, heads, s, d] (GPT-NeoX's torch.cat of the rotated and
+  // pass-through parts): matmul views it as 3-D without a copy.
+  bool q_contiguous = false;
 };
 // Scaled dot-product attention of q, k, v ([b, heads, s, d] views) with the scenario's
 // implementation (eager as nanoGPT writes it, SDPA math, flash, memory-efficient). Returns
@@ -91,6 +98,10 @@ TensorId batched_matmul(GraphBuilder& g, std::string_view leaf, TensorId a, Tens
                         bool copy_a, bool copy_b);
 // HF rotary embedding: x*cos + rotate_half(x)*sin; saves only cos and sin.
 TensorId rotary(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId cos, TensorId sin);
+// Partial rotary (GPT-NeoX, Phi): the first `rotary_fraction` of each head is rotated
+// (x[..., :r] sliced, rotary, then cat with the pass-through slice x[..., r:]).
+TensorId partial_rotary(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId cos, TensorId sin,
+                        int64_t rotary_dims, int64_t head_dim);
 
 // ---- loss.cc
 // F.cross_entropy(logits, targets) = log_softmax (fp32 under autocast) + nll_loss. Returns the
@@ -114,5 +125,27 @@ TensorId max_pool2d(GraphBuilder& g, std::string_view leaf, TensorId x, int64_t 
                     int64_t* width);
 // nn.AdaptiveAvgPool2d((1, 1)): saves its input.
 TensorId adaptive_avg_pool2d(GraphBuilder& g, std::string_view leaf, TensorId x, int64_t channels);
+
+// ---- moe.cc: the mixture-of-experts router and token dispatch.
+struct Routing {
+  TensorId probabilities = kNoTensor;  // softmax of the router logits, fp32 [tokens, experts]
+  TensorId weights = kNoTensor;        // top-k weights in the model's dtype [tokens, k]
+  TensorId selected = kNoTensor;       // int64 expert indices [tokens, k]
+};
+// softmax(logits, dtype=float32), topk(k), optional renormalisation, .to(weights_dtype).
+Routing top_k_routing(GraphBuilder& g, std::string_view leaf, TensorId logits, int64_t experts, int64_t top_k,
+                      bool normalize, DType weights_dtype);
+// source[index] (advanced indexing of rows): a new tensor of `numel`; saves the index.
+TensorId gather_rows(GraphBuilder& g, std::string_view leaf, TensorId source, TensorId index, uint64_t numel);
+// accumulator.index_add_(0, index, source) in place; saves the index.
+TensorId index_add(GraphBuilder& g, std::string_view leaf, TensorId accumulator, TensorId index, TensorId source);
+// torch.sigmoid: saves its result.
+TensorId sigmoid(GraphBuilder& g, std::string_view leaf, TensorId x);
+// A mean (or sum) reducing x to `numel` elements.
+TensorId mean_rows(GraphBuilder& g, std::string_view leaf, TensorId x, uint64_t numel);
+
+// ---- python_activations.cc
+// HF's NewGELUActivation (gelu_new) as the chain of ops its Python runs.
+TensorId gelu_tanh_python(GraphBuilder& g, std::string_view leaf, TensorId x);
 
 }  // namespace oomcast::planner::ops

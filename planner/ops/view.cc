@@ -23,6 +23,14 @@ std::vector<TensorId> split(GraphBuilder& g, std::string_view leaf, TensorId x, 
   return outputs;
 }
 
+TensorId slice(GraphBuilder& g, std::string_view leaf, TensorId x, uint64_t numel) {
+  std::string name(leaf);
+  TensorId out = g.view(x, name, numel);
+  OpNode& op = g.add_op(OpKind::View, name, {x}, {out}, {GradRule::New});
+  g.finish_op(op);
+  return out;
+}
+
 TensorId copy(GraphBuilder& g, std::string_view leaf, TensorId x) {
   std::string name(leaf);
   TensorId out = g.activation(name, g.tensor(x).numel, g.tensor(x).dtype);
