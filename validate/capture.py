@@ -175,6 +175,17 @@ def _model_file(ref, base_dir):
     return doc
 
 
+def _hf_config(ref, base_dir):
+    """(path, dict) when `ref` names a config.json file or a folder holding one, else None."""
+    path = os.path.join(base_dir, ref)
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    if not path.endswith(".json") or not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return path, json.load(f)
+
+
 def resolve_model(ref, base_dir):
     """(name, family, dims, options) from the scenario's `model`: a preset name, a model file
     path, or a map {preset|path, DIMENSION: int, SWITCH: value} (docs/scenario-format.md).
@@ -188,6 +199,11 @@ def resolve_model(ref, base_dir):
         source = graph_models.graph_source(os.path.join(base_dir, ref))
         if source:  # a captured graph file: the real run is the model file it came from
             return os.path.basename(ref), "graph", {"source": source}, {}
+    hf_config = _hf_config(ref, base_dir) if isinstance(ref, str) else None
+    if hf_config is not None:  # a Hugging Face config.json (or its folder): validate/hf_models.py
+        if overrides:
+            raise ValueError("a config.json model takes no overrides in the capture: edit the config")
+        return os.path.basename(os.path.dirname(hf_config[0])), "hf", hf_config[1], {}
     model = _model_file(ref, base_dir) if isinstance(ref, str) else dict(ref)
     dims = dict(model.get("dims", {}) or {})
     options = {k: v for k, v in (model.get("options", {}) or {}).items()}
@@ -292,6 +308,12 @@ def run(cfg, hook, log):
         import graph_models
         model = graph_models.build(dims["source"], checkpointing=(ckpt == "full"))
         make_batch = lambda family, dims, b, s, g: graph_models.make_batch(model, b, s)  # noqa: E731
+    elif family == "hf":
+        import hf_models
+        worst = str((cfg.get("moe") or {}).get("imbalance", "worst")) == "worst"
+        model = hf_models.build(dims, dropout=_dropout(cfg.get("dropout", 0.0)), use_checkpoint=(ckpt == "full"),
+                                moe_force_expert=0 if worst else None)
+        make_batch = models.make_batch
     else:
         model = models.build_model(family, dims, options, dropout=_dropout(cfg.get("dropout", 0.0)),
                                    attention=attention, checkpointing=(ckpt == "full"))

@@ -440,6 +440,10 @@ def build_model(family, dims, options=None, dropout=0.0, attention="eager",
 def make_batch(family, dims, batch_size, seq_len, generator, device="cpu"):
     """One (inputs, targets) micro-batch: token ids for language models, images and labels for
     vision models (seq_len is the image size), features and labels for the MLP."""
+    if family == "hf":  # a config.json dict (validate/hf_models.py): token ids and next tokens
+        V = int(dims["vocab_size"])
+        x = torch.randint(0, V, (batch_size, seq_len), generator=generator, device=device)
+        return x, torch.randint(0, V, (batch_size, seq_len), generator=generator, device=device)
     f = family_of(family)
     if f in ("gpt2", "llama", "bert"):
         V = _dim(dims, "vocab", "vocab_size")
