@@ -15,6 +15,7 @@
 #include "planner/ops/graph_builder.h"
 #include "planner/optimizers.h"
 #include "planner/parallel/parallel_rank.h"
+#include "planner/schedule_size.h"
 #include "planner/schedule_writer.h"
 
 namespace oomcast::planner {
@@ -158,9 +159,8 @@ void LoopPlanner::run() {
   ExecutionOrder order = compute_execution_order(graph);
   CheckpointPlan checkpoints = plan_checkpointing(graph, order, s.checkpointing);
 
-  // About three events per op in forward and in backward, per micro-batch.
-  writer_.reserve(graph.ops.size() * 6 * static_cast<size_t>(s.iterations * s.grad_accum_steps) +
-                  graph.parameters.size() * 8);
+  check_schedule_size(graph.ops.size(), graph.parameters.size(), s);  // refuses a schedule beyond reason
+  writer_.reserve(static_cast<size_t>(estimated_schedule_events(graph.ops.size(), graph.parameters.size(), s, s.iterations)));
   // model.to(device): every parameter, then every buffer, its own allocation.
   writer_.set_iteration(0);
   writer_.begin_phase("setup");

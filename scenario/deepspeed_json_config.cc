@@ -10,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/bounded_file.h"
 #include "base/input_error.h"
+#include "scenario/size_limits.h"
 #include "scenario/zero_keys.h"
 
 namespace oomcast::planner {
@@ -30,11 +32,15 @@ class JsonConfigReader {
   }
 
   // "auto" -> nullopt; numbers (5e8 included) -> count.
-  std::optional<int64_t> count(const Json& value, const std::vector<std::string>& keys) const {
+  std::optional<int64_t> count(const Json& value, const std::vector<std::string>& keys,
+                               int64_t limit = int64_t{1} << 62) const {
     if (value.is_string() && value.get<std::string>() == "auto") return std::nullopt;
     if (!value.is_number()) fail(keys, "must be a number or \"auto\"");
     double number = value.get<double>();
     if (number < 0 || number > 9.2e18 || std::floor(number) != number) fail(keys, "must be a whole number >= 0");
+    if (number > static_cast<double>(limit)) {
+      fail(keys, std::to_string(static_cast<int64_t>(number)) + " exceeds the limit of " + std::to_string(limit));
+    }
     return static_cast<int64_t>(number);
   }
 
@@ -122,13 +128,14 @@ void read_zero(const JsonConfigReader& reader, const Json& zero, int64_t hidden,
 }
 
 HalfPrecision read_half(const JsonConfigReader& reader, const Json& section, const char* name, HalfPrecision when_on,
-                        std::vector<std::string>& unmodelled) {
+                        std::vector<std::string>& unmodelled, std::vector<std::string>& half_auto) {
   if (!section.is_object()) reader.fail({name}, "must be an object");
   HalfPrecision result = HalfPrecision::Unset;
   for (const auto& [key, value] : section.items()) {
     if (key == "enabled") {
       std::optional<bool> enabled = reader.flag(value, {name, key});
       if (enabled) result = *enabled ? when_on : HalfPrecision::Disabled;
+      if (!enabled) half_auto.push_back(name);
     } else {
       unmodelled.push_back(std::string(name) + "." + key);  // loss scaling knobs: a few scalars
     }
@@ -139,9 +146,7 @@ HalfPrecision read_half(const JsonConfigReader& reader, const Json& section, con
 }  // namespace
 
 DeepSpeedJson read_deepspeed_json(const std::string& path, int64_t hidden) {
-  std::ifstream in(path);
-  if (!in) throw InputError(SourceLocation{path, 0, 0, -1}, "deepspeed_config", "cannot read the DeepSpeed config file");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = read_text_file(path, "deepspeed_config", "DeepSpeed config");
   Json config;
   try {
     config = Json::parse(text);
@@ -158,15 +163,15 @@ DeepSpeedJson read_deepspeed_json(const std::string& path, int64_t hidden) {
     if (key == "zero_optimization") {
       read_zero(reader, value, hidden, out, unmodelled);
     } else if (key == "bf16") {
-      bf16 = read_half(reader, value, "bf16", HalfPrecision::Bf16, unmodelled);
+      bf16 = read_half(reader, value, "bf16", HalfPrecision::Bf16, unmodelled, out.half_auto);
     } else if (key == "fp16") {
-      fp16 = read_half(reader, value, "fp16", HalfPrecision::Fp16, unmodelled);
+      fp16 = read_half(reader, value, "fp16", HalfPrecision::Fp16, unmodelled, out.half_auto);
     } else if (key == "train_micro_batch_size_per_gpu") {
-      out.micro_batch = reader.count(value, {key});
+      out.micro_batch = reader.count(value, {key}, kMaxBatchSize);
     } else if (key == "gradient_accumulation_steps") {
-      out.grad_accum = reader.count(value, {key});
+      out.grad_accum = reader.count(value, {key}, kMaxGradAccumSteps);
     } else if (key == "train_batch_size") {
-      out.train_batch_size = reader.count(value, {key});
+      out.train_batch_size = reader.count(value, {key}, kMaxTrainBatchSize);
     } else {
       unmodelled.push_back(key);
     }

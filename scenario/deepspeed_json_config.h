@@ -18,6 +18,7 @@ struct DeepSpeedJson {
   ZeroConfig zero;
   bool overlap_comm_given = false;
   HalfPrecision half = HalfPrecision::Unset;     // Unset: absent or "auto"
+  std::vector<std::string> half_auto;            // "bf16" / "fp16" whose enabled is "auto" (HF Trainer)
   std::optional<int64_t> micro_batch;            // train_micro_batch_size_per_gpu
   std::optional<int64_t> grad_accum;             // gradient_accumulation_steps
   std::optional<int64_t> train_batch_size;

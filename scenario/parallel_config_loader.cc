@@ -137,6 +137,18 @@ void require_half_parameters(const YamlNode& root, Scenario& scenario, const std
 void reconcile_deepspeed(const YamlNode& root, const YamlNode& where, const DeepSpeedJson& ds, Scenario& scenario,
                          const std::string& source) {
   YamlNode precision = root.child("precision");
+  if (ds.half == HalfPrecision::Unset && !ds.half_auto.empty()) {
+    // The HF Trainer fills "auto" from its --bf16 / --fp16 flags; the scenario's precision
+    // stands for those flags here, and the note says which way it went.
+    std::string sections;
+    for (const auto& name : ds.half_auto) sections += (sections.empty() ? "" : " and ") + name + ".enabled";
+    bool half = scenario.precision == Precision::PureBf16;
+    scenario.parallel.warnings.push_back(
+        sections + " is \"auto\" in " + source + ": resolved from the scenario's precision " +
+        precision_name(scenario.precision) + (precision.is_missing() ? " (the default)" : "") + " as the HF Trainer "
+        "resolves it from --bf16/--fp16: " + (half ? "16-bit parameters with fp32 masters" : "fp32, no 16-bit") +
+        (half ? "" : "; write precision: pure_bf16 for a job run with --bf16 or --fp16"));
+  }
   if (ds.half == HalfPrecision::Bf16 || ds.half == HalfPrecision::Fp16) {
     require_half_parameters(root, scenario, std::string(ds.half == HalfPrecision::Bf16 ? "bf16" : "fp16") + " enabled in " + source);
     if (ds.half == HalfPrecision::Fp16) {
@@ -244,6 +256,10 @@ void read_parallel_section(const YamlNode& root, const std::string& base_dir, Sc
                   " is not a multiple of micro batch x accumulation steps (" + std::to_string(per_rank) + ")");
       }
       parallel.world_size = *ds.train_batch_size / per_rank;
+      if (parallel.world_size > kMaxWorld) {
+        node.fail("train_batch_size " + std::to_string(*ds.train_batch_size) + " in " + source + " implies world_size " +
+                  std::to_string(parallel.world_size) + ", over the limit of " + std::to_string(kMaxWorld));
+      }
     } else if (world.is_missing()) {
       node.fail("'parallel' needs 'world_size' (or train_batch_size in the DeepSpeed config)");
     }

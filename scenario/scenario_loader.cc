@@ -20,6 +20,7 @@
 #include "scenario/model_catalog.h"
 #include "scenario/moe_config.h"
 #include "scenario/parallel_config_loader.h"
+#include "scenario/size_limits.h"
 #include "scenario/yaml_reader.h"
 #include "sim/allocator_config.h"
 
@@ -271,7 +272,7 @@ EvalConfig read_eval(const YamlNode& node) {
   }
   node.reject_unknown_keys({"enabled", "batches", "no_grad", "accumulate_loss_without_item"});
   config.enabled = node.bool_or("enabled", true);  // writing the section asks for evaluation
-  config.batches = node.integer_or("batches", 1, 1, kMaxCount);
+  config.batches = node.integer_or("batches", 1, 1, kMaxEvalBatches);
   config.no_grad = node.bool_or("no_grad", true);
   config.accumulate_loss_without_item = node.bool_or("accumulate_loss_without_item", false);
   return config;
@@ -442,8 +443,18 @@ void check_device_support(const YamlNode& root, const Scenario& scenario) {
   if (scenario.attention == AttentionImpl::Flash) {
     YamlNode attention = root.child("attention");
     if (scenario.precision == Precision::Fp32) {
+      YamlNode precision = root.child("precision");
+      if (!precision.set_by().empty() && attention.set_by().empty()) {
+        // The override made the clash: say so at the override, with the setting that resolves it.
+        int64_t line = attention.location().line;
+        precision.fail("fp32 clashes with 'attention: flash'" +
+                       (line > 0 ? " (line " + std::to_string(line) + ")" : std::string()) +
+                       ": PyTorch's flash kernel has no fp32 path; add --set attention=mem_efficient "
+                       "(what SDPA picks for fp32)");
+      }
       attention.fail("'attention' flash needs a 16-bit precision (amp_bf16, amp_fp16 or pure_bf16): "
-                     "PyTorch's flash kernel has no fp32 path");
+                     "PyTorch's flash kernel has no fp32 path" +
+                     std::string(attention.set_by().empty() ? "" : "; use attention=mem_efficient for fp32"));
     }
     if (device.compute_capability < 80) {
       attention.fail("'attention' flash needs compute capability 8.0+; " + device.profile + " is " +
@@ -474,14 +485,14 @@ Scenario read_scenario(const YamlDocument& document) {
   if (base_dir.empty()) base_dir = ".";
   scenario.model = read_model(root.child("model"), base_dir);
 
-  scenario.batch_size = root.child("batch_size").as_integer(1, 1 << 24);
+  scenario.batch_size = root.child("batch_size").as_integer(1, kMaxBatchSize);
   YamlNode seq_len = root.child("seq_len");
   YamlNode image_size = root.child("image_size");
   const ModelConfig& model = scenario.model;
   if (families::is_vision(model)) {
     if (!seq_len.is_missing()) seq_len.fail("vision model '" + model.name + "' takes 'image_size', not 'seq_len'");
     int64_t model_size = families::default_sequence_length(model);
-    scenario.seq_len = root.integer_or("image_size", model_size, 1, 1 << 16);
+    scenario.seq_len = root.integer_or("image_size", model_size, 1, kMaxImageSize);
     if (model.family == "vit" && scenario.seq_len != model_size) {
       // torchvision's VisionTransformer asserts the input is exactly its configured size.
       image_size.fail("'image_size' " + std::to_string(scenario.seq_len) + " does not match " + model.name +
@@ -491,8 +502,8 @@ Scenario read_scenario(const YamlDocument& document) {
   } else {
     if (!image_size.is_missing()) image_size.fail("model '" + model.name + "' takes 'seq_len', not 'image_size'");
     const bool seq_len_optional = model.family == "mlp" || model.graph;  // a graph file has a default
-    scenario.seq_len = seq_len_optional ? root.integer_or("seq_len", families::default_sequence_length(model), 1, 1 << 24)
-                                        : seq_len.as_integer(1, 1 << 24);
+    scenario.seq_len = seq_len_optional ? root.integer_or("seq_len", families::default_sequence_length(model), 1, kMaxSeqLen)
+                                        : seq_len.as_integer(1, kMaxSeqLen);
     // Learned position tables (GPT-2, BERT) have no row past max_positions; RoPE models do not stop there.
     if (model.family == "gpt2" || model.family == "bert") {
       int64_t max_positions = families::dim(model, "max_positions");
@@ -503,8 +514,8 @@ Scenario read_scenario(const YamlDocument& document) {
     }
   }
   if (model.graph) check_graph_size(*model.graph, scenario.seq_len, model.graph->image_size ? image_size : seq_len);
-  scenario.grad_accum_steps = root.integer_or("grad_accum_steps", 1, 1, 1 << 20);
-  scenario.iterations = root.integer_or("iterations", 3, 1, 1000);
+  scenario.grad_accum_steps = root.integer_or("grad_accum_steps", 1, 1, kMaxGradAccumSteps);
+  scenario.iterations = root.integer_or("iterations", 3, 1, kMaxIterations);
   YamlNode precision = root.child("precision");
   if (!precision.is_missing()) scenario.precision = read_choice(precision, kPrecisions);
   scenario.dropout = root.number_or("dropout", 0.0, 0.0, 0.999999);
@@ -520,6 +531,7 @@ Scenario read_scenario(const YamlDocument& document) {
   read_parallel_section(root, base_dir, scenario);  // planner/parallel_config_loader.cc
   read_moe_section(root.child("moe"), scenario);    // scenario/moe_config.cc
   check_device_support(root, scenario);
+  check_scenario_sizes(root, scenario);
   return scenario;
 }
 

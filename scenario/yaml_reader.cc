@@ -17,6 +17,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "base/bounded_file.h"
 #include "base/edit_distance.h"
 
 namespace oomcast::planner {
@@ -188,6 +189,8 @@ SourceLocation YamlNode::location() const {
   const YAML::Mark& mark = data_->value_mark.is_null() ? data_->key_mark : data_->value_mark;
   return location_at(*data_->document, data_->path, mark);
 }
+
+std::string YamlNode::set_by() const { return override_for(*data_->document, data_->path); }
 
 void YamlNode::fail(const std::string& message) const {
   const YAML::Mark& mark = data_->value_mark.is_null() ? data_->key_mark : data_->value_mark;
@@ -404,13 +407,7 @@ YamlDocument YamlDocument::parse(const std::string& text, const std::string& pat
 YamlDocument YamlDocument::load_file(const std::string& path,
                                      const std::vector<std::string>& overrides,
                                      const ShorthandKey& shorthand) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    throw InputError(SourceLocation{path}, "", std::string("cannot read file: ") + std::strerror(errno));
-  }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  return parse(contents.str(), path, overrides, shorthand);
+  return parse(read_text_file(path, "", "YAML"), path, overrides, shorthand);
 }
 
 YamlNode YamlDocument::root() const {

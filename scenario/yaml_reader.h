@@ -38,6 +38,8 @@ class YamlNode {
   // Where the value was written: file:line:col, or nothing for a `--set` value (its text
   // then leads the message instead).
   SourceLocation location() const;
+  // The "--set key=value" text that gave this value (or one of its parents), or "".
+  std::string set_by() const;
   // Throws InputError at this value: "path:line:col: error: <message>".
   [[noreturn]] void fail(const std::string& message) const;
 

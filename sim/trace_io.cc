@@ -5,6 +5,8 @@
 #include <zlib.h>
 
 #include <charconv>
+#include <cstring>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -41,6 +43,9 @@ class TraceParser {
       std::string_view line = text.substr(position, end - position);
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       parse_line(line);
+      if (builder_.size() > kMaxTraceEvents) {
+        fail("", "the trace has more than " + std::to_string(kMaxTraceEvents) + " events, over the limit");
+      }
       if (end == text.size()) break;
       position = end + 1;
     }
@@ -168,6 +173,17 @@ Trace read_trace_file(const std::string& path) {
       throw InputError({path, 0, 0, -1}, "", "corrupt compressed trace: " + why);
     }
     if (count == 0) break;
+    // Checked per chunk, so /dev/zero or a huge binary file is refused after one read.
+    if (std::memchr(buffer, '\0', static_cast<size_t>(count)) != nullptr) {
+      gzclose(file);
+      throw InputError({path, 0, 0, -1}, "",
+                       "not a text trace (it contains NUL bytes); snapshots must end in .pickle or .pickle.gz");
+    }
+    if (text.size() + static_cast<size_t>(count) > kMaxTraceTextBytes) {
+      gzclose(file);
+      throw InputError({path, 0, 0, -1}, "", "the trace is larger than " + std::to_string(kMaxTraceTextBytes >> 30) +
+                                                 " GiB of text, over the limit");
+    }
     text.append(buffer, static_cast<size_t>(count));
   }
   gzclose(file);

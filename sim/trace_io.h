@@ -9,6 +9,7 @@
 // '#' starts a comment; blank lines are ignored.
 #pragma once
 
+#include <cstddef>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -16,6 +17,10 @@
 #include "sim/trace.h"
 
 namespace oomcast::sim {
+
+// Limits of a trace read from a file: beyond them the host's memory, not the trace, decides.
+inline constexpr size_t kMaxTraceEvents = 100'000'000;
+inline constexpr size_t kMaxTraceTextBytes = size_t{4} << 30;
 
 // Parses trace text. `name` is used in errors. Throws InputError (file:line and event index)
 // for unknown actions, missing or malformed fields, negative or overflowing sizes, a free of
