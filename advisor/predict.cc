@@ -4,10 +4,12 @@
 #include "advisor/predict.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 
+#include "advisor/steady_state.h"
 #include "sim/replay.h"
 
 namespace oomcast::planner {
@@ -185,6 +187,7 @@ Prediction predict_planned(const Scenario& scenario, const PlannedTrace& planned
   sim::ReplayOptions options;
   options.stop_at_first_oom = true;
   sim::ReplayResult result = sim::replay(planned.trace, scenario.allocator, scenario.device.model, options);
+  prediction.memory_stats = result.final_stats.as_flat_map();
   if (!result.oom) {
     take_peak(planned, result, prediction);
     return prediction;
@@ -201,6 +204,47 @@ Prediction predict_planned(const Scenario& scenario, const PlannedTrace& planned
   return prediction;
 }
 
-Prediction predict(const Scenario& scenario) { return predict_planned(scenario, plan_steps(scenario)); }
+namespace {
+
+// The device the reported peaks come from: the scenario's when the job fits, an unbounded
+// one (as predict_planned's second replay) when it does not.
+sim::DeviceModel demand_device(const Scenario& scenario) {
+  sim::DeviceModel unbounded = sim::DeviceModel::unlimited();
+  unbounded.context_bytes = scenario.device.model.context_bytes;
+  unbounded.other_process_bytes = scenario.device.model.other_process_bytes;
+  return unbounded;
+}
+
+}  // namespace
+
+Prediction predict(const Scenario& scenario) {
+  if (scenario.iterations <= kPlanWholeUpToIterations || !steady_state_allowed(scenario)) {
+    return predict_planned(scenario, plan_steps(scenario));
+  }
+  for (int64_t window : kSteadyStateWindows) {
+    const bool last_window = window >= kSteadyStateWindows[std::size(kSteadyStateWindows) - 1];
+    if (window >= scenario.iterations) break;
+    Scenario prefix = scenario;
+    prefix.iterations = window;
+    PlannedTrace planned = plan_steps(prefix);
+    // The replay whose figures the prediction reports must be the steady one: the device's
+    // when the job fits, else the unbounded demand replay (an OOM inside the window stands
+    // for every longer run). The cpu device has no caching allocator: an unbounded one stands
+    // in, as its allocated blocks are the live tensors.
+    bool hit_oom = false;
+    std::optional<SteadyIteration> steady = find_steady_iteration(
+        planned, scenario.allocator, scenario.device.is_cpu ? demand_device(scenario) : scenario.device.model,
+        &hit_oom);
+    if (hit_oom) steady = find_steady_iteration(planned, scenario.allocator, demand_device(scenario));
+    // An approximate steady state only in the last window: a longer one may still settle.
+    if (steady && (steady->exact || last_window)) {
+      Prediction prediction = predict_planned(prefix, planned);
+      prediction.scenario = scenario;
+      extend_to_all_iterations(prediction, *steady, scenario.iterations);
+      return prediction;
+    }
+  }
+  return predict_planned(scenario, plan_steps(scenario));  // never settled: every iteration, within the work limit
+}
 
 }  // namespace oomcast::planner

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,18 @@ struct PhaseRow {
   sim::Bytes reserved_bytes = 0;
   sim::Bytes peak_allocated_bytes = 0;  // highest allocated since the previous mark
   sim::Bytes peak_reserved_bytes = 0;
+};
+
+// Set when a long job was planned for a window of iterations and the rest extrapolated
+// from a steady state (advisor/steady_state.h).
+struct SteadyStateNote {
+  bool extrapolated = false;
+  bool exact = true;              // false: the layout had not settled (steady_state.h)
+  int32_t from_iteration = 0;     // ended in the state of the iteration `period` before it; the
+                                  // ones after it repeat their counterparts one period earlier
+  int32_t period = 1;
+  int64_t planned_iterations = 0; // planned and replayed
+  int64_t iterations = 0;         // the scenario's
 };
 
 struct Prediction {
@@ -68,6 +81,10 @@ struct Prediction {
   // Data-parallel jobs: per-rank model states, host RAM of offloaded states (host_bytes),
   // NCCL buffers, offload cost and warnings about unmodelled keys (planner/parallel/).
   ParallelSummary parallel;
+  SteadyStateNote steady_state;
+  // torch.cuda.memory_stats() at the end of the step's replay on the device (at the OOM when it
+  // does not fit), flattened as PyTorch does; empty on the cpu device (no caching allocator).
+  std::map<std::string, int64_t> memory_stats;
 
   // usable - peak reserved; negative when it does not fit.
   int64_t spare_bytes() const {
@@ -80,7 +97,9 @@ struct Prediction {
 };
 
 // Plans the scenario's steps and replays them on its device. Throws InputError for a scenario
-// the model family cannot honour.
+// the model family cannot honour. A job of more than kPlanWholeUpToIterations iterations is
+// planned for a window and extrapolated once it reaches a steady state (steady_state.h),
+// so its cost does not grow with the iterations.
 Prediction predict(const Scenario& scenario);
 
 // The same for a schedule already planned (search and what-if loops reuse one plan).

@@ -79,7 +79,20 @@ std::string phase_table(const Prediction& prediction) {
   std::string text = fmt::format("{:<{}}  {:>14}  {:>10}  {:>13}  {:>10}\n", "checkpoint", width,
                                  "allocated MiB", "delta", "reserved MiB", "peak MiB");
   double previous = 0.0;
+  const SteadyStateNote& steady = prediction.steady_state;
+  bool noted = false;
   for (const auto& row : prediction.phases) {
+    if (steady.extrapolated && row.iteration >= steady.planned_iterations && row.name.rfind("iter", 0) == 0) {
+      // Extrapolated rows repeat the steady iteration's: one line stands for them.
+      if (!noted) {
+        text += fmt::format("iter{}..iter{}: each repeats the iteration {} before it {} (steady state; "
+                            "extrapolated)\n",
+                            steady.planned_iterations, steady.iterations - 1, steady.period,
+                            steady.exact ? "exactly" : "approximately");
+      }
+      noted = true;
+      continue;
+    }
     double allocated = static_cast<double>(row.allocated_bytes) / kMiB;
     text += fmt::format("{:<{}}  {:>14.1f}  {:>+10.1f}  {:>13.1f}  {:>10.1f}\n", row.name, width, allocated,
                         allocated - previous, static_cast<double>(row.reserved_bytes) / kMiB,
@@ -128,7 +141,23 @@ std::string verdict_line(const Prediction& prediction) {
 
 std::string render_text(const Prediction& prediction) {
   std::string text = header(prediction) + parallel_text(prediction);
-  text += "\n" + verdict_line(prediction) + "\n\n";
+  text += "\n" + verdict_line(prediction) + "\n";
+  if (prediction.steady_state.extrapolated && !prediction.steady_state.exact) {
+    const SteadyStateNote& steady = prediction.steady_state;
+    text += fmt::format("steady state (approximate): after {} planned iterations the schedule repeats and no tensor "
+                        "accumulates, but the allocator's layout has not settled exactly (blocks still shift within "
+                        "their segments); iterations {}-{} are taken to repeat iteration {}, not replayed\n",
+                        steady.planned_iterations, steady.planned_iterations, steady.iterations - 1,
+                        steady.from_iteration);
+  } else if (prediction.steady_state.extrapolated) {
+    const SteadyStateNote& steady = prediction.steady_state;
+    text += fmt::format("steady state: iteration {} left the allocator exactly as iteration {} did, with the same "
+                        "schedule{}; planned and replayed {} of {} iterations, the rest extrapolated\n",
+                        steady.from_iteration, steady.from_iteration - steady.period,
+                        steady.period == 1 ? "" : fmt::format(" (a cycle of {} iterations)", steady.period),
+                        steady.planned_iterations, steady.iterations);
+  }
+  text += "\n";
   text += phase_table(prediction);
   if (std::string timeline = terminal_timeline(prediction); !timeline.empty()) text += "\n" + timeline;
   text += fmt::format("\npeak: {} allocated at {}\n", byte_text(static_cast<double>(prediction.peak_allocated_bytes)),
@@ -190,6 +219,16 @@ std::string render_json(const Prediction& prediction) {
   json["fragmentation"] = Json{{"reserved_minus_allocated_bytes", prediction.fragmentation_bytes()},
                                {"inactive_split_bytes", prediction.inactive_split_at_peak_bytes}};
   json["events"] = prediction.events;
+  Json stats = Json::object();
+  for (const auto& [key, value] : prediction.memory_stats) stats[key] = value;
+  json["memory_stats"] = prediction.exact_accounting ? Json(nullptr) : stats;
+  const SteadyStateNote& steady = prediction.steady_state;
+  json["steady_state"] = steady.extrapolated ? Json{{"from_iteration", steady.from_iteration},
+                                                    {"period", steady.period},
+                                                    {"exact", steady.exact},
+                                                    {"planned_iterations", steady.planned_iterations},
+                                                    {"iterations", steady.iterations}}
+                                             : Json(nullptr);
   json["accounting"] = prediction.exact_accounting ? "exact_live_bytes" : "cuda_caching_allocator";
   add_parallel_json(prediction, json);
   return json.dump(2) + "\n";

@@ -1,6 +1,9 @@
 // `oomcast plan SCENARIO [--set key=value]... [--json]`: loads the scenario, predicts its
 // memory and prints the report. Exit code 0 when it fits, 1 when it would hit OOM.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -10,6 +13,7 @@
 #include "cli/commands.h"
 #include "advisor/html_report_plan.h"
 #include "advisor/plan_snapshot_export.h"
+#include "cli/environment.h"
 #include "advisor/predict.h"
 #include "advisor/report.h"
 #include "scenario/scenario_loader.h"
@@ -29,17 +33,54 @@ struct PlanFlags {
   std::string export_snapshot;
 };
 
-int run_plan(const PlanFlags& flags) {
-  planner::Scenario scenario = planner::load_scenario(flags.scenario, flags.overrides);
-  planner::PlannedTrace planned = planner::plan_steps(scenario);
-  if (!flags.emit_trace.empty()) {
-    std::ofstream out(flags.emit_trace);
-    if (!out) throw InputError({flags.emit_trace, 0, 0, -1}, "--emit-trace", "cannot write the trace file");
-    sim::write_trace(out, planned.trace);
+// The files the scenario was read from: --emit-trace and --html must not overwrite any of them.
+void refuse_input_as_output(const std::string& flag, const std::string& output, const planner::Scenario& scenario) {
+  std::vector<std::string> inputs = {scenario.source_path, scenario.model.source};
+  if (!scenario.parallel.deepspeed.config_file.empty()) {
+    std::filesystem::path config = scenario.parallel.deepspeed.config_file;
+    if (config.is_relative()) config = std::filesystem::path(scenario.source_path).parent_path() / config;
+    inputs.push_back(config.string());
   }
-  planner::Prediction prediction = planner::predict_planned(scenario, planned);
-  if (!flags.html.empty()) write_html_report(plan_html_report(scenario, planned, prediction), flags.html);
-  if (!flags.export_snapshot.empty()) planner::export_plan_snapshot(flags.export_snapshot, scenario, planned);
+  std::error_code error;
+  for (const std::string& input : inputs) {
+    if (input.empty()) continue;
+    if (std::filesystem::equivalent(output, input, error)) {
+      throw InputError({output, 0, 0, -1}, flag,
+                       flag + " " + output + " would overwrite the input file " + input + "; choose another path");
+    }
+  }
+}
+
+int run_plan(const PlanFlags& flags) {
+  planner::Scenario scenario =
+      planner::load_scenario(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
+  planner::Prediction prediction;
+  if (flags.emit_trace.empty() && flags.html.empty() && flags.export_snapshot.empty()) {
+    prediction = planner::predict(scenario);  // long jobs: a steady-state window, not every iteration
+  } else {
+    // The trace file, the HTML timeline and the snapshot need every event: the whole schedule is planned.
+    if (!flags.emit_trace.empty()) refuse_input_as_output("--emit-trace", flags.emit_trace, scenario);
+    if (!flags.html.empty()) refuse_input_as_output("--html", flags.html, scenario);
+    if (!flags.export_snapshot.empty()) refuse_input_as_output("--export-snapshot", flags.export_snapshot, scenario);
+    planner::PlannedTrace planned = planner::plan_steps(scenario);
+    if (!flags.emit_trace.empty()) {
+      std::ofstream out(flags.emit_trace);
+      if (!out) {
+        throw InputError({flags.emit_trace, 0, 0, -1}, "--emit-trace",
+                         std::string("cannot write the trace file: ") + std::strerror(errno));
+      }
+      sim::write_trace(out, planned.trace);
+      out.flush();
+      out.close();
+      if (out.fail()) {
+        throw InputError({flags.emit_trace, 0, 0, -1}, "--emit-trace",
+                         std::string("writing the trace file failed: ") + std::strerror(errno ? errno : EIO));
+      }
+    }
+    prediction = planner::predict_planned(scenario, planned);
+    if (!flags.html.empty()) write_html_report(plan_html_report(scenario, planned, prediction), flags.html);
+    if (!flags.export_snapshot.empty()) planner::export_plan_snapshot(flags.export_snapshot, scenario, planned);
+  }
   std::string text = flags.json ? planner::render_json(prediction) : planner::render_text(prediction);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return prediction.fits ? 0 : 1;
