@@ -39,10 +39,13 @@ InputError bad_value(const Scenario& scenario, const std::string& key, const std
 bool has_learned_positions(const ModelConfig& model) { return model.family == "gpt2" || model.family == "bert"; }
 
 // Evaluations by value, filled in parallel.
+// Each value is loaded through the scenario's source as `--set KEY=value`, so every loader
+// rule applies to it (DeepSpeed's micro-batch and train_batch_size, learned positions, ...)
+// and the search never answers a value `oomcast plan` would reject.
 class Evaluator {
  public:
-  Evaluator(const Scenario& scenario, SearchParam param, size_t jobs)
-      : scenario_(scenario), param_(param), jobs_(jobs) {}
+  Evaluator(const ScenarioSource& source, const std::string& key, double margin, size_t jobs)
+      : source_(source), key_(key), margin_(margin), jobs_(jobs) {}
 
   const Evaluation& at(int64_t value) {
     evaluate_all({value});
@@ -55,7 +58,7 @@ class Evaluator {
     values.erase(std::remove_if(values.begin(), values.end(), [&](int64_t v) { return cache_.count(v) > 0; }),
                  values.end());
     std::vector<Evaluation> results(values.size());
-    run_indexed(values.size(), jobs_, [&](size_t i) { results[i] = evaluate_value(scenario_, param_, values[i]); });
+    run_indexed(values.size(), jobs_, [&](size_t i) { results[i] = evaluate(values[i]); });
     for (auto& result : results) cache_.emplace(result.value, std::move(result));
   }
 
@@ -63,8 +66,23 @@ class Evaluator {
   const std::map<int64_t, Evaluation>& all() const { return cache_; }
 
  private:
-  const Scenario& scenario_;
-  SearchParam param_;
+  Evaluation evaluate(int64_t value) const {
+    Evaluation evaluation;
+    evaluation.value = value;
+    try {
+      Prediction prediction = predict(with_margin(source_.load({key_ + "=" + std::to_string(value)}), margin_));
+      evaluation.fits = prediction.fits;
+      evaluation.peak_allocated_bytes = prediction.peak_allocated_bytes;
+      evaluation.peak_reserved_bytes = prediction.peak_reserved_bytes;
+    } catch (const InputError& error) {
+      evaluation.error = error.message();
+    }
+    return evaluation;
+  }
+
+  const ScenarioSource& source_;
+  std::string key_;
+  double margin_;
   size_t jobs_;
   std::map<int64_t, Evaluation> cache_;
 };
@@ -80,6 +98,23 @@ std::vector<int64_t> spread(int64_t lo, int64_t hi, int64_t count) {
   values.erase(std::remove_if(values.begin(), values.end(), [&](int64_t v) { return v <= lo || v >= hi; }),
                values.end());
   return values;
+}
+
+// A parameter the scenario pins (ViT's image size, a DeepSpeed micro-batch written in its
+// JSON) has nothing to search: say so instead of answering "nothing fits".
+void check_parameter_varies(const ScenarioSource& source, const Scenario& scenario, SearchParam param,
+                            const std::string& key) {
+  int64_t current = param == SearchParam::BatchSize ? scenario.batch_size
+                    : param == SearchParam::SeqLen  ? scenario.seq_len
+                                                    : scenario.grad_accum_steps;
+  int64_t other = current > 1 ? current - 1 : current + 1;
+  try {
+    source.load({key + "=" + std::to_string(other)});
+  } catch (const InputError& error) {
+    throw InputError(SourceLocation{}, "--param",
+                     "--param " + key + ": the scenario does not let '" + key + "' vary (" + key + "=" +
+                         std::to_string(other) + " is rejected: " + error.message() + ")");
+  }
 }
 
 }  // namespace
@@ -203,7 +238,8 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
   Scenario scenario = with_margin(original, options.margin);
   result.budget_bytes = usable_bytes_of(scenario);
   const int64_t max_value = result.max_value;
-  Evaluator evaluator(scenario, options.param, options.jobs);
+  check_parameter_varies(source, original, options.param, result.param_key);
+  Evaluator evaluator(source, result.param_key, options.margin, options.jobs);
 
   // 1. Exponential probe 1, 2, 4, ... until a value fails, then 2. bisection. One value at a
   // time: each answer decides the next probe, and extra parallel probes cost more than they

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -77,9 +78,41 @@ std::vector<GridAxis> parse_grid(const std::string& text) {
 
 size_t combination_count(const std::vector<GridAxis>& axes) {
   size_t count = 1;
-  for (const auto& axis : axes) count *= axis.values.size();
+  for (const auto& axis : axes) {
+    if (axis.values.empty()) return 0;
+    // Saturates instead of wrapping, so 2^64 + 67 combinations never reads as 67.
+    if (count > std::numeric_limits<size_t>::max() / axis.values.size()) return std::numeric_limits<size_t>::max();
+    count *= axis.values.size();
+  }
   return count;
 }
+
+namespace {
+
+void check_grid_size(const std::vector<GridAxis>& axes) {
+  const size_t total = combination_count(axes);
+  if (total <= kMaxSweepCombinations) return;
+  std::string factors;
+  for (const auto& axis : axes) factors += (factors.empty() ? "" : " x ") + std::to_string(axis.values.size());
+  std::string count = total == std::numeric_limits<size_t>::max() ? "2^64 or more" : std::to_string(total);
+  throw grid_error("the grid has " + count + " combinations (" + factors + "), over the limit of " +
+                   std::to_string(kMaxSweepCombinations) + ": use fewer values or a coarser range");
+}
+
+// A misspelt axis key would make every row fail the same way: refuse it before the sweep.
+void check_axis_keys(const ScenarioSource& source, const std::vector<GridAxis>& axes) {
+  for (const auto& axis : axes) {
+    try {
+      source.load({axis.key + "=" + axis.values.front()});
+    } catch (const InputError& error) {
+      if (error.message().find("unknown key") != std::string::npos) {
+        throw grid_error("axis '" + axis.key + "': " + error.message());
+      }
+    }
+  }
+}
+
+}  // namespace
 
 SweepResult run_sweep(const ScenarioSource& source, const std::vector<GridAxis>& axes, const SweepOptions& options) {
   auto start = std::chrono::steady_clock::now();
@@ -88,6 +121,8 @@ SweepResult run_sweep(const ScenarioSource& source, const std::vector<GridAxis>&
   for (const auto& axis : axes) result.keys.push_back(axis.key);
   const size_t total = combination_count(axes);
   if (total == 0) throw grid_error("the grid has no combinations");
+  check_grid_size(axes);
+  check_axis_keys(source, axes);
   result.rows.resize(total);
   result.jobs = std::max<size_t>(1, std::min(options.jobs, total));
 
@@ -121,6 +156,9 @@ SweepResult run_sweep(const ScenarioSource& source, const std::vector<GridAxis>&
     }
   });
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (std::none_of(result.rows.begin(), result.rows.end(), [](const SweepRow& row) { return row.valid; })) {
+    throw grid_error("every combination was rejected; the first: " + result.rows.front().error);
+  }
   return result;
 }
 

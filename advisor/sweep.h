@@ -47,10 +47,15 @@ struct SweepOptions {
   std::function<void(size_t, size_t)> progress;
 };
 
-// Number of combinations of `axes` (1 for no axes: the scenario as it is).
+inline constexpr size_t kMaxSweepCombinations = 100'000;
+
+// Number of combinations of `axes` (1 for no axes: the scenario as it is); saturates at
+// SIZE_MAX instead of overflowing.
 size_t combination_count(const std::vector<GridAxis>& axes);
 
-// Throws InputError only for a grid with no combinations; a bad combination is a row.
+// Throws InputError for a grid with no combinations or more than kMaxSweepCombinations, an
+// axis key the scenario does not know, and when every combination was rejected; any other
+// bad combination is a row.
 SweepResult run_sweep(const ScenarioSource& source, const std::vector<GridAxis>& axes, const SweepOptions& options);
 
 std::string render_sweep_text(const SweepResult& result);

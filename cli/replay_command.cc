@@ -4,8 +4,12 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "advisor/html_report_replay.h"
@@ -13,6 +17,7 @@
 #include "base/input_error.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "cli/environment.h"
 #include "sim/allocator_config.h"
 #include "sim/allocator_warnings.h"
 #include "sim/replay.h"
@@ -101,18 +106,61 @@ void print_replay_text(const std::string& file, const sim::ReplayResult& result)
   }
 }
 
+sim::DeviceModel device_from_flags(const ReplayFlags& flags) {
+  sim::DeviceModel device = sim::DeviceModel::unlimited();
+  if (!flags.device_memory.empty()) device.total_bytes = parse_byte_size(flags.device_memory, "--device-memory");
+  if (!flags.context_memory.empty()) device.context_bytes = parse_byte_size(flags.context_memory, "--context-memory");
+  if (flags.memory_fraction > 0.0 && flags.device_memory.empty()) {
+    throw InputError({}, "--memory-fraction", "--memory-fraction needs --device-memory (a fraction of what total?)");
+  }
+  device.memory_fraction = flags.memory_fraction;
+  return device;
+}
+
+// What the allocator may reserve: total - context, capped by the fraction.
+uint64_t usable_bytes(const sim::DeviceModel& device) {
+  uint64_t outside = device.context_bytes + device.other_process_bytes;
+  uint64_t usable = device.total_bytes > outside ? device.total_bytes - outside : 0;
+  if (device.memory_fraction > 0.0) {
+    usable = std::min<uint64_t>(usable, static_cast<uint64_t>(device.memory_fraction * static_cast<double>(device.total_bytes)));
+  }
+  return usable;
+}
+
+void check_device_index(const sim::Snapshot& snapshot, const ReplayFlags& flags) {
+  std::vector<int> devices = sim::snapshot_devices(snapshot);
+  if (std::find(devices.begin(), devices.end(), flags.device_index) != devices.end()) return;
+  std::string list;
+  for (int index : devices) list += (list.empty() ? "" : ", ") + std::to_string(index);
+  throw InputError({flags.file}, "--device-index",
+                   "--device-index " + std::to_string(flags.device_index) + ": the snapshot has no device " +
+                       std::to_string(flags.device_index) +
+                       (devices.empty() ? std::string("; it records no device at all") : "; its devices: " + list));
+}
+
 int run_replay(const ReplayFlags& flags) {
   sim::AllocatorConfig base;
   base.torch_version = parse_torch_version(flags.torch_version);
+  const sim::DeviceModel device = device_from_flags(flags);
   if (sim::looks_like_snapshot_path(flags.file)) {
     sim::Snapshot snapshot = sim::read_snapshot(flags.file);
+    check_device_index(snapshot, flags);
     sim::AllocatorConfig config = flags.alloc_conf_given ? sim::parse_alloc_conf(flags.alloc_conf, base)
                                                          : sim::snapshot_allocator_config(snapshot);
+    if (!flags.alloc_conf_given && environment_alloc_conf()) {
+      std::fprintf(stderr, "note: PYTORCH_CUDA_ALLOC_CONF in the environment is not used for a snapshot: it replays "
+                           "under its recorded settings (give --alloc-conf to change them)\n");
+    }
     config.torch_version = base.torch_version;
     for (const std::string& warning : sim::allocator_config_warnings(config, false))
       fmt::print(stderr, "warning: {}\n", warning);
     sim::SnapshotReplayReport report =
-        sim::replay_snapshot(snapshot, config, flags.file, flags.device_index, flags.check_invariants);
+        sim::replay_snapshot(snapshot, config, flags.file, flags.device_index, flags.check_invariants, {}, device);
+    const bool bounded = device.total_bytes != sim::DeviceModel::unlimited().total_bytes ||
+                         device.memory_fraction > 0.0 || device.context_bytes > 0;
+    // A window that starts mid-run already holds its rebuilt segments: on a smaller device the
+    // job would have died before the window began.
+    const bool starts_over = bounded && report.initial_reserved_bytes > usable_bytes(device);
     bool reproduced = !report.first_mismatch;
     planner::SnapshotFrameTable frames = planner::read_snapshot_frames(flags.file, flags.device_index);
     planner::SnapshotAnalysis analysis =
@@ -150,6 +198,12 @@ int run_replay(const ReplayFlags& flags) {
       }
       out["recorded"] = recorded;
       out["analysis"] = planner::analysis_json(analysis, 20);
+      out["device"] = bounded ? nlohmann::json{{"total_bytes", device.total_bytes},
+                                               {"context_bytes", device.context_bytes},
+                                               {"memory_fraction", device.memory_fraction},
+                                               {"usable_bytes", usable_bytes(device)},
+                                               {"window_starts_over_capacity", starts_over}}
+                              : nlohmann::json(nullptr);
       fmt::print("{}\n", out.dump(2));
     } else {
       print_replay_text(flags.file, report.replay);
@@ -178,16 +232,28 @@ int run_replay(const ReplayFlags& flags) {
                  report.recorded_peak_allocated_bytes == report.replay.peak_allocated_bytes ? "equal" : "DIFFERENT");
       std::string text = planner::render_analysis_text(analysis, 10);
       std::fwrite(text.data(), 1, text.size(), stdout);
+      if (bounded) {
+        fmt::print("  on a device with {} usable: {}\n", mib(usable_bytes(device)),
+                   starts_over ? "the window starts with " + mib(report.initial_reserved_bytes) +
+                                     " reserved, more than fits: the job would have hit OOM before it"
+                   : report.replay.oom ? fmt::format("OOM at event {} ({} allocations failed)",
+                                                     report.replay.oom->event_index, report.replay.num_ooms)
+                                       : std::string("fits"));
+      }
     }
-    return report.replay.oom ? 1 : 0;
+    return report.replay.oom || starts_over ? 1 : 0;
   }
 
   sim::Trace trace = sim::read_trace_file(flags.file);
-  sim::AllocatorConfig config = sim::parse_alloc_conf(flags.alloc_conf, base);
-  sim::DeviceModel device = sim::DeviceModel::unlimited();
-  if (!flags.device_memory.empty()) device.total_bytes = parse_byte_size(flags.device_memory, "--device-memory");
-  if (!flags.context_memory.empty()) device.context_bytes = parse_byte_size(flags.context_memory, "--context-memory");
-  device.memory_fraction = flags.memory_fraction;
+  std::string conf = flags.alloc_conf;
+  if (!flags.alloc_conf_given) {
+    if (std::optional<std::string> environment = environment_alloc_conf()) {
+      conf = *environment;
+      std::fprintf(stderr, "note: using PYTORCH_CUDA_ALLOC_CONF=%s from the environment (no --alloc-conf)\n",
+                   conf.c_str());
+    }
+  }
+  sim::AllocatorConfig config = sim::parse_alloc_conf(conf, base);
   for (const std::string& warning : sim::allocator_config_warnings(config, flags.memory_fraction > 0.0))
     fmt::print(stderr, "warning: {}\n", warning);
   sim::ReplayOptions options;
@@ -216,7 +282,8 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->each([flags](const std::string&) { flags->alloc_conf_given = true; });
   command->add_flag("--json", flags->json, "print JSON (keys in docs/usage.md) instead of text");
   command->add_option("--device-memory", flags->device_memory,
-                      "GPU memory for traces, e.g. 80GiB (default: unlimited, so no OOM)");
+                      "GPU memory, e.g. 80GiB: would the trace or snapshot fit, and where would it OOM "
+                      "(default: unlimited)");
   command->add_option("--context-memory", flags->context_memory,
                       "memory held outside the allocator (CUDA context, other processes), e.g. 500MiB");
   command->add_option("--memory-fraction", flags->memory_fraction, "torch.cuda.set_per_process_memory_fraction")

@@ -1,6 +1,6 @@
 // `oomcast sweep SCENARIO --grid 'batch_size=1,2,4 precision=fp32,amp_bf16' [--jobs N]
 // [--set k=v]... [--csv|--json]`: every combination, in parallel, as a table, CSV or JSON.
-// A progress bar goes to stderr when it is a terminal or the sweep is long.
+// A progress bar goes to stderr when it is a terminal and the sweep is long.
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,13 +10,14 @@
 
 #include "base/input_error.h"
 #include "cli/commands.h"
+#include "cli/environment.h"
 #include "advisor/sweep.h"
 
 namespace oomcast::cli {
 
 namespace {
 
-constexpr size_t kLongSweep = 50;  // combinations above which the bar shows even when piped
+constexpr size_t kLongSweep = 50;  // combinations above which a terminal gets a progress bar
 
 struct SweepFlags {
   std::vector<std::string> grid;
@@ -48,9 +49,11 @@ int run_sweep_command(const SweepFlags& flags) {
   std::vector<planner::GridAxis> axes = planner::parse_grid(grid_text);
   planner::SweepOptions options;
   if (flags.jobs > 0) options.jobs = flags.jobs;
-  if (isatty(STDERR_FILENO) || planner::combination_count(axes) > kLongSweep) options.progress = draw_progress;
+  if (isatty(STDERR_FILENO) && planner::combination_count(axes) > kLongSweep) options.progress = draw_progress;
   planner::SweepResult result =
-      planner::run_sweep(planner::ScenarioSource::file(flags.scenario, flags.overrides), axes, options);
+      planner::run_sweep(
+          planner::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides)),
+          axes, options);
   std::string text = flags.json  ? planner::render_sweep_json(result)
                      : flags.csv ? planner::render_sweep_csv(result)
                                  : planner::render_sweep_text(result);

@@ -235,7 +235,7 @@ std::vector<int> snapshot_devices(const Snapshot& snapshot) {
 
 SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorConfig& config, const std::string& name,
                                      int device_index, bool check_invariants,
-                                     const SnapshotReplayObserver& observer) {
+                                     const SnapshotReplayObserver& observer, const DeviceModel& device) {
   static const std::vector<SnapshotTraceEntry> no_entries;
   const auto& entries = device_index >= 0 && static_cast<size_t>(device_index) < snapshot.device_traces.size()
                             ? snapshot.device_traces[static_cast<size_t>(device_index)]
@@ -348,7 +348,7 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
   options.record_segment_decisions = true;
   options.check_invariants = check_invariants;
   options.stop_at_first_oom = false;
-  Replayer replayer(config, DeviceModel::unlimited(), options);
+  Replayer replayer(config, device, options);
   CachingAllocator& allocator = replayer.allocator();
   auto bind_blocks = [&](const std::vector<uint64_t>& addresses, const std::vector<RestoredBlock>& blocks,
                          const std::vector<Block*>& restored, size_t& next) {

@@ -49,11 +49,14 @@ using SnapshotReplayObserver = std::function<void(size_t event, Replayer& replay
 // allocator). Expandable segments are replayed too: their segment_map / segment_unmap are
 // compared like segment_alloc / segment_free. Throws InputError when the recording is
 // inconsistent (a free of a block that is not allocated, an alloc outside every segment)
-// and when the snapshot holds devices but not `device_index`.
+// and when the snapshot holds devices but not `device_index`. `device` bounds the replay
+// (another card's memory, fraction, context): allocations that do not fit are reported as
+// OOMs (replay.num_ooms, replay.oom) and the replay goes on.
 SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorConfig& config,
                                      const std::string& name, int device_index = 0,
                                      bool check_invariants = false,
-                                     const SnapshotReplayObserver& observer = {});
+                                     const SnapshotReplayObserver& observer = {},
+                                     const DeviceModel& device = DeviceModel::unlimited());
 
 // The devices a snapshot holds (with segments or trace entries), ascending.
 std::vector<int> snapshot_devices(const Snapshot& snapshot);
