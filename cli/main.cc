@@ -10,6 +10,7 @@
 #include "base/edit_distance.h"
 #include "base/input_error.h"
 #include "cli/commands.h"
+#include "cli/flag_suggestions.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
       "'CUDA out of memory', by replaying its allocations through a simulator of PyTorch's\n"
       "CUDA caching allocator.\n\n"
       "Exit codes: 0 fits / ok, 1 predicted OOM, 2 bad input or usage, 3 internal error."};
+  app.set_version_flag("--version", std::string("oomcast ") + OOMCAST_VERSION);
   app.require_subcommand(1);
   int exit_code = 0;
   oomcast::cli::add_replay_command(app, exit_code);
@@ -39,6 +41,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
+    if (error.get_exit_code() != 0) {
+      std::string unknown = oomcast::cli::unknown_flag_message(app, argc, argv);
+      if (!unknown.empty()) {
+        std::fprintf(stderr, "%s\n", unknown.c_str());
+        return 2;
+      }
+    }
     int code = app.exit(error);
     return code == 0 ? 0 : 2;
   } catch (const oomcast::InputError& error) {

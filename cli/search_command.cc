@@ -9,6 +9,7 @@
 
 #include "base/input_error.h"
 #include "cli/commands.h"
+#include "cli/environment.h"
 #include "advisor/search.h"
 
 namespace oomcast::cli {
@@ -43,7 +44,8 @@ int run_search(const SearchFlags& flags) {
   options.margin = parse_margin(flags.margin);
   options.max_value = flags.max_value;
   if (flags.jobs > 0) options.jobs = flags.jobs;
-  planner::ScenarioSource source = planner::ScenarioSource::file(flags.scenario, flags.overrides);
+  planner::ScenarioSource source =
+      planner::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
   options.with_fit = flags.fit;
   planner::SearchResult result = planner::search_max_fitting(source, options);
   std::string text = flags.json ? planner::render_search_json(result) : planner::render_search_text(result);
@@ -62,7 +64,8 @@ void add_search_command(CLI::App& app, int& exit_code) {
   command->add_option("--margin", flags->margin, "usable memory to leave free: 5% (default) or 0.05");
   command->add_option("--max", flags->max_value,
                       "largest value to try (default 65536 for batch_size, 2^20 or max_positions for seq_len, "
-                      "1024 for grad_accum_steps)");
+                      "1024 for grad_accum_steps)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   command->add_option("--jobs", flags->jobs, "values simulated at once (default: every hardware thread)");
   command->add_option("--set", flags->overrides, "override a scenario key first (repeatable)")->allow_extra_args(false);
   command->add_flag("--fit", flags->fit, "also print the closed-form fit peak ≈ a + b·B + c·B·S + d·B·S²");

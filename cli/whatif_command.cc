@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "advisor/html_report_plan.h"
+#include "cli/environment.h"
 #include "advisor/whatif.h"
 #include "scenario/scenario_loader.h"
 #include "planner/step_planner.h"
@@ -29,7 +30,8 @@ int run_whatif(const WhatifFlags& flags) {
   planner::DiagnoseOptions options;
   if (flags.jobs > 0) options.jobs = flags.jobs;
   options.with_fit = !flags.no_fit;
-  planner::Diagnosis diagnosis = planner::diagnose(planner::ScenarioSource::file(flags.scenario, flags.overrides), options);
+  planner::Diagnosis diagnosis = planner::diagnose(
+      planner::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides)), options);
   std::string text = flags.json ? planner::render_whatif_json(diagnosis) : planner::render_whatif_text(diagnosis);
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!flags.html.empty()) {

@@ -154,7 +154,28 @@ std::string device_did_you_mean(std::string_view name) {
     for (const auto& candidate : prefixed) list += (list.empty() ? "" : ", ") + candidate;
     return " (did you mean one of " + list + "?)";
   }
-  return did_you_mean(name, device_profile_names());
+  // A typo keeps the model number (the first run of digits): 'l40s' is not a misspelt 'l4',
+  // nor 'rtx3090' an 'rtx-4090'.
+  auto model_number = [](std::string_view text) {
+    size_t start = 0;
+    while (start < text.size() && !std::isdigit(static_cast<unsigned char>(text[start]))) ++start;
+    size_t end = start;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    return std::string(text.substr(start, end - start));
+  };
+  std::vector<std::string> same_model;
+  for (const auto& candidate : device_profile_names()) {
+    if (model_number(candidate) == model_number(name)) same_model.push_back(candidate);
+  }
+  std::string suggestion = did_you_mean(name, same_model);
+  if (!suggestion.empty()) return suggestion;
+  if (same_model.size() == 1) return " (did you mean '" + same_model[0] + "'?)";
+  if (!same_model.empty()) {
+    std::string list;
+    for (const auto& candidate : same_model) list += (list.empty() ? "" : ", ") + candidate;
+    return " (did you mean one of " + list + "?)";
+  }
+  return " (no profile for that GPU: describe it as device: {total_gib: N, compute_capability: X.Y})";
 }
 
 DeviceConfig device_config_from_profile(const DeviceProfile& profile) {

@@ -59,8 +59,14 @@ TEST_CASE("profile names match ignoring case, spaces and dashes", "[planner][dev
 TEST_CASE("a near-miss profile name is suggested by prefix before edit distance", "[planner][device]") {
   CHECK(device_did_you_mean("h100") == " (did you mean 'h100-80gb'?)");
   CHECK(device_did_you_mean("a100") == " (did you mean one of a100-80gb, a100-40gb?)");
-  CHECK(device_did_you_mean("rtx 4080") == " (did you mean 'rtx-4090'?)");
-  CHECK(device_did_you_mean("tpu-v5") == "");
+  CHECK(device_did_you_mean("rxt-4090") == " (did you mean 'rtx-4090'?)");
+}
+
+TEST_CASE("another GPU model is never suggested as a typo: the error says how to describe it", "[planner][device]") {
+  const std::string custom = " (no profile for that GPU: describe it as device: {total_gib: N, compute_capability: X.Y})";
+  CHECK(device_did_you_mean("rtx 4080") == custom);
+  CHECK(device_did_you_mean("l40s") == custom);
+  CHECK(device_did_you_mean("tpu-v5") == custom);
 }
 
 TEST_CASE("the cpu profile has no context, no workspace and no real capacity limit", "[planner][device]") {
