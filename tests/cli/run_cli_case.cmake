@@ -1,5 +1,9 @@
 # Runs the oomcast binary with ARGS (a ;-list), then checks its exit code (EXPECT_CODE) and
 # that its combined output matches EXPECT_REGEX. Used by the CLI tests in tests/CMakeLists.txt.
+# ENV_NAME / ENV_VALUE, when given, set one environment variable for the run.
+if(DEFINED ENV_NAME)
+  set(ENV{${ENV_NAME}} "${ENV_VALUE}")
+endif()
 execute_process(COMMAND ${OOMCAST} ${ARGS}
                 WORKING_DIRECTORY ${SOURCE_DIR}
                 RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
