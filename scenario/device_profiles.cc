@@ -7,6 +7,8 @@
 #include <cctype>
 
 #include "base/edit_distance.h"
+#include "scenario/outside_allocator.h"
+#include "sim/allocator_config.h"
 
 namespace oomcast::planner {
 
@@ -19,10 +21,9 @@ constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kCublasWorkspaceDefault = 8'519'680;
 constexpr uint64_t kCublasWorkspaceHopper = 32ull << 20;
 
-// ../shared/docs/training-memory-model.md §8: no authoritative per-GPU table exists; with lazy module
-// loading (PyTorch default since 1.13) observed contexts are 287-600 MiB (PR #86509: 287 MB;
-// ptrblck ~300-400 MB; RTX 6000 Ada + torch 2.10: 426 MiB). We take the §8 default, 512 MiB,
-// for every GPU; set device.context_mib to use a measured value.
+// The CUDA context comes from scenario/outside_allocator.yaml (by architecture, CUDA release and
+// module loading, every row with its source); the profile keeps ../shared/docs/training-memory-model.md
+// §8's 512 MiB only as the fallback when no row matches.
 constexpr uint64_t kContext = kDefaultContextBytes;
 
 DeviceProfile gpu(const char* name, const char* display_name, uint64_t total_mib, int capability) {
@@ -190,6 +191,9 @@ DeviceConfig device_config_from_profile(const DeviceProfile& profile) {
   config.compute_capability = profile.compute_capability;
   config.host_link_gbps = profile.host_link_gbps;
   config.peak_tflops = profile.peak_tflops;
+  // The context and cuBLAS workspace of the default torch release (a scenario's own release
+  // and keys are applied again by the loader).
+  resolve_outside_allocator({}, sim::kDefaultTorchVersion, config);
   return config;
 }
 

@@ -16,7 +16,7 @@ struct DeviceProfile {
   std::string name;                  // canonical key: "a100-80gb", "rtx-3090", "cpu"
   std::string display_name;          // "A100-80GB"
   uint64_t total_bytes = 0;          // cudaMemGetInfo total (what the OOM text calls capacity)
-  uint64_t context_bytes = 0;        // CUDA context + loaded kernels, outside the allocator
+  uint64_t context_bytes = 0;        // CUDA context fallback; the value used comes from outside_allocator.yaml
   uint64_t cublas_workspace_bytes = 0;  // one cuBLAS workspace, allocated through the allocator
   int64_t cublas_workspaces = 0;     // workspaces a process running backward holds
   int compute_capability = 0;        // 80 = sm_80; 0 for cpu
@@ -29,7 +29,7 @@ struct DeviceProfile {
 // capability: 32 MiB on sm_90, else 8,519,680 B (../shared/docs/allocator-spec.md §9).
 uint64_t default_cublas_workspace_bytes(int compute_capability);
 
-// The CUDA context estimate used when a profile or custom device gives none.
+// The CUDA context used when no row of scenario/outside_allocator.yaml matches.
 inline constexpr uint64_t kDefaultContextBytes = 512ull << 20;
 
 // Workspaces held by a process that runs backward: the forward thread's and the autograd
@@ -51,7 +51,8 @@ const DeviceProfile* find_device_profile(std::string_view name);
 // distance than to "a100-80gb".
 std::string device_did_you_mean(std::string_view name);
 
-// The scenario's device section for a profile, before any per-scenario adjustments.
+// The scenario's device section for a profile, before any per-scenario adjustments, with the
+// outside-allocator figures of the default torch release.
 DeviceConfig device_config_from_profile(const DeviceProfile& profile);
 
 }  // namespace oomcast::planner

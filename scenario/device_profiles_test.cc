@@ -39,7 +39,7 @@ TEST_CASE("Hopper GPUs get a 32 MiB cuBLAS workspace and the others 8,519,680 by
   CHECK(find_device_profile("t4")->cublas_workspace_bytes == 8'519'680);
 }
 
-TEST_CASE("every GPU profile holds two cuBLAS workspaces and a 512 MiB context", "[planner][device]") {
+TEST_CASE("every GPU profile holds two cuBLAS workspaces and the 512 MiB fallback context", "[planner][device]") {
   for (const auto& profile : device_profiles()) {
     if (profile.is_cpu) continue;
     INFO(profile.name);

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "scenario/deepspeed_json_config.h"
+#include "scenario/outside_allocator_table.h"
 #include "scenario/zero_keys.h"
 #include "scenario/scenario_loader.h"
 
@@ -196,12 +197,11 @@ int64_t model_hidden(const Scenario& scenario) {
 
 uint64_t default_nccl_buffer_bytes(int64_t world_size) {
   if (world_size <= 1) return 0;
-  // Per communicator, per channel and ring peer: NCCL_BUFFSIZE 4 MiB (Simple protocol) +
-  // ~4 MiB LL128 + 256 KiB LL; 16 channels x 2 ring peers = 264 MiB. Observed per-process
+  // One communicator: channels x ring peers x (Simple + LL128 + LL buffers), sizes and
+  // sources in scenario/outside_allocator.yaml (264 MiB with 16 channels). Observed per-process
   // NCCL usage is "hundreds of MB" (../shared/docs/training-memory-model.md §8); set nccl_buffer_mib to a
   // measured figure (nvidia-smi minus memory_reserved minus the context) when you have one.
-  constexpr uint64_t kPerChannelPeer = (4ull << 20) + (4ull << 20) + (256ull << 10);
-  return 16 * 2 * kPerChannelPeer;
+  return outside_allocator_table().nccl.per_communicator_bytes();
 }
 
 void read_parallel_section(const YamlNode& root, const std::string& base_dir, Scenario& scenario) {

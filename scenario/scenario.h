@@ -78,6 +78,12 @@ struct DeviceConfig {
   int compute_capability = 0;                   // 80 = sm_80; decides flash/bf16 support; 0 on cpu
   double host_link_gbps = 0.0;                  // effective host<->GPU bandwidth, GB/s (offload cost)
   double peak_tflops = 0.0;                     // dense 16-bit tensor-core peak (compute-time estimate)
+  // Memory outside the allocator (scenario/outside_allocator.h); model.context_bytes is this
+  // context plus NCCL's buffers.
+  int cuda_version = 0;                         // 1204 = CUDA 12.4; 0 on cpu
+  std::string module_loading;                   // "lazy" | "eager" (CUDA_MODULE_LOADING); "" on cpu
+  uint64_t cuda_context_bytes = 0;              // the CUDA context alone
+  std::string context_source;                   // the table row (with its citation) or scenario key it came from
 };
 
 struct Scenario {

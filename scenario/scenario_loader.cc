@@ -15,6 +15,7 @@
 #include "base/input_error.h"
 #include "scenario/device_profiles.h"
 #include "scenario/graph_file.h"
+#include "scenario/outside_allocator.h"
 #include "scenario/model_families.h"
 #include "scenario/op_kind.h"
 #include "scenario/model_catalog.h"
@@ -295,7 +296,7 @@ DeviceConfig read_device(const YamlNode& node) {
   if (node.is_map()) {
     node.reject_unknown_keys({"profile", "total_gib", "context_mib", "other_processes_mib",
                               "cublas_workspace_bytes", "cublas_workspaces", "compute_capability",
-                              "gpu_index"});
+                              "gpu_index", "cuda_version", "module_loading", "cublas_workspace_config"});
     profile_node = node.child("profile");
   }
   DeviceConfig config;
@@ -321,8 +322,9 @@ DeviceConfig read_device(const YamlNode& node) {
   if (!node.is_map()) return config;
 
   if (config.is_cpu) {
-    for (const char* key : {"context_mib", "other_processes_mib", "cublas_workspace_bytes",
-                            "cublas_workspaces", "compute_capability", "gpu_index"}) {
+    for (const char* key : {"context_mib", "other_processes_mib", "cublas_workspace_bytes", "cublas_workspaces",
+                            "compute_capability", "gpu_index", "cuda_version", "module_loading",
+                            "cublas_workspace_config"}) {
       YamlNode value = node.child(key);
       if (!value.is_missing()) value.fail("'device." + std::string(key) + "' does not apply to the cpu device");
     }
@@ -522,6 +524,7 @@ Scenario read_scenario(const YamlDocument& document) {
 
   scenario.device = read_device(root.child("device"));
   scenario.allocator = read_allocator(root.child("allocator"), scenario.device);
+  apply_outside_allocator(root.child("device"), scenario.allocator.torch_version, scenario.device);
   YamlNode attention = root.child("attention");
   scenario.attention = attention.is_missing() ? default_attention(scenario) : read_choice(attention, kAttentions);
   scenario.checkpointing = read_checkpointing(root.child("checkpointing"));
