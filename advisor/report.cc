@@ -68,8 +68,27 @@ std::string header(const Prediction& prediction) {
                         mib(static_cast<double>(s.device.model.context_bytes)),
                         gib(static_cast<double>(prediction.usable_bytes)),
                         s.allocator.source_text.empty() ? "" : "; PYTORCH_CUDA_ALLOC_CONF=" + s.allocator.source_text);
+    text += fmt::format("context   CUDA {}.{}, {} module loading: {}\n", s.device.cuda_version / 100,
+                        s.device.cuda_version % 100, s.device.module_loading, s.device.context_source);
   }
   return text;
+}
+
+// nvidia-smi's figure for this process: what the allocator reserved plus what the process
+// holds outside it (the CUDA context, NCCL's buffers).
+sim::Bytes predicted_device_used(const Prediction& prediction, sim::Bytes reserved) {
+  return reserved + prediction.scenario.device.model.context_bytes;
+}
+
+std::string device_used_line(const Prediction& prediction) {
+  const Scenario& s = prediction.scenario;
+  if (s.device.is_cpu) return "";
+  sim::Bytes nccl = s.parallel.nccl_buffer_bytes;
+  return fmt::format("nvidia-smi (this process, predicted): {} at the peak = reserved {} + CUDA context {}{}\n",
+                     gib(static_cast<double>(predicted_device_used(prediction, prediction.peak_reserved_bytes))),
+                     gib(static_cast<double>(prediction.peak_reserved_bytes)),
+                     mib(static_cast<double>(s.device.cuda_context_bytes)),
+                     nccl > 0 ? " + NCCL buffers " + mib(static_cast<double>(nccl)) : "");
 }
 
 std::string phase_table(const Prediction& prediction) {
@@ -141,7 +160,7 @@ std::string verdict_line(const Prediction& prediction) {
 
 std::string render_text(const Prediction& prediction) {
   std::string text = header(prediction) + parallel_text(prediction);
-  text += "\n" + verdict_line(prediction) + "\n";
+  text += "\n" + verdict_line(prediction) + "\n" + device_used_line(prediction);
   if (prediction.steady_state.extrapolated && !prediction.steady_state.exact) {
     const SteadyStateNote& steady = prediction.steady_state;
     text += fmt::format("steady state (approximate): after {} planned iterations the schedule repeats and no tensor "
@@ -208,6 +227,10 @@ std::string render_json(const Prediction& prediction) {
                           {"reserved_bytes", row.reserved_bytes},
                           {"peak_allocated_bytes", row.peak_allocated_bytes},
                           {"peak_reserved_bytes", row.peak_reserved_bytes}});
+    if (!s.device.is_cpu) {
+      phases.back()["device_used_bytes"] = predicted_device_used(prediction, row.reserved_bytes);
+      phases.back()["peak_device_used_bytes"] = predicted_device_used(prediction, row.peak_reserved_bytes);
+    }
   }
   json["phases"] = std::move(phases);
   Json breakdown = Json::object();
@@ -230,6 +253,19 @@ std::string render_json(const Prediction& prediction) {
                                                     {"iterations", steady.iterations}}
                                              : Json(nullptr);
   json["accounting"] = prediction.exact_accounting ? "exact_live_bytes" : "cuda_caching_allocator";
+  if (s.device.is_cpu) {
+    json["predicted_device_used_bytes"] = nullptr;
+  } else {
+    json["predicted_device_used_bytes"] = predicted_device_used(prediction, prediction.peak_reserved_bytes);
+    json["outside_allocator"] = Json{{"cuda_context_bytes", s.device.cuda_context_bytes},
+                                     {"context_source", s.device.context_source},
+                                     {"cuda_version", fmt::format("{}.{}", s.device.cuda_version / 100,
+                                                                  s.device.cuda_version % 100)},
+                                     {"module_loading", s.device.module_loading},
+                                     {"nccl_buffer_bytes", s.parallel.nccl_buffer_bytes},
+                                     {"cublas_workspace_bytes", s.device.cublas_workspace_bytes},
+                                     {"other_process_bytes", s.device.model.other_process_bytes}};
+  }
   add_parallel_json(prediction, json);
   return json.dump(2) + "\n";
 }

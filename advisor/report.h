@@ -19,7 +19,11 @@ std::string render_text(const Prediction& prediction);
 // spare_bytes, oom_message (null when it fits), oom_at, peak_at {iteration, phase, op,
 // tensor, category}, phases [{name, iteration, allocated_bytes, reserved_bytes,
 // peak_allocated_bytes, peak_reserved_bytes}], breakdown {category: bytes, allocator_rounding},
-// fragmentation, parameters, events, accounting, scenario, model, device.
+// fragmentation, parameters, events, accounting, scenario, model, device; on a GPU also
+// predicted_device_used_bytes (nvidia-smi for the process: peak reserved + context + NCCL),
+// phases[].device_used_bytes / peak_device_used_bytes and outside_allocator {cuda_context_bytes,
+// context_source, cuda_version, module_loading, nccl_buffer_bytes, cublas_workspace_bytes,
+// other_process_bytes}.
 std::string render_json(const Prediction& prediction);
 
 }  // namespace oomcast::planner

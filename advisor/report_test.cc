@@ -81,6 +81,48 @@ TEST_CASE("the JSON report has every key of the contract in docs/usage.md", "[pl
   CHECK(json["breakdown"]["activation"] == 6ull << 30);
 }
 
+// The fixture with the outside-allocator figures a loaded scenario would carry.
+Prediction prediction_with_context() {
+  Prediction p = fitting_prediction();
+  p.scenario.device.cuda_version = 1204;
+  p.scenario.device.module_loading = "lazy";
+  p.scenario.device.cuda_context_bytes = 426ull << 20;
+  p.scenario.device.model.context_bytes = (426ull << 20) + (264ull << 20);
+  p.scenario.parallel.nccl_buffer_bytes = 264ull << 20;
+  p.scenario.device.context_source = "scenario/outside_allocator.yaml context row 3 (measurement): a citation";
+  return p;
+}
+
+TEST_CASE("the text report predicts nvidia-smi as reserved plus context plus NCCL, with the context's source",
+          "[planner][report]") {
+  std::string text = render_text(prediction_with_context());
+  CHECK(text.find("nvidia-smi (this process, predicted): 12.67 GiB at the peak = reserved 12.00 GiB + CUDA context "
+                  "426.00 MiB + NCCL buffers 264.00 MiB") != std::string::npos);
+  CHECK(text.find("context   CUDA 12.4, lazy module loading: scenario/outside_allocator.yaml context row 3") !=
+        std::string::npos);
+}
+
+TEST_CASE("the JSON report adds predicted device usage and the outside-allocator figures", "[planner][report]") {
+  nlohmann::json json = nlohmann::json::parse(render_json(prediction_with_context()));
+  uint64_t outside = (426ull << 20) + (264ull << 20);
+  CHECK(json["predicted_device_used_bytes"] == (12ull << 30) + outside);
+  CHECK(json["outside_allocator"]["cuda_context_bytes"] == 426ull << 20);
+  CHECK(json["outside_allocator"]["nccl_buffer_bytes"] == 264ull << 20);
+  CHECK(json["outside_allocator"]["cuda_version"] == "12.4");
+  CHECK(json["outside_allocator"]["module_loading"] == "lazy");
+  CHECK(json["phases"][1]["peak_device_used_bytes"] == (12ull << 30) + outside);
+  CHECK(json["phases"][0]["device_used_bytes"] == (2ull << 30) + outside);
+}
+
+TEST_CASE("the cpu device has no predicted device usage", "[planner][report]") {
+  Prediction p = fitting_prediction();
+  p.scenario.device = device_config_from_profile(*find_device_profile("cpu"));
+  nlohmann::json json = nlohmann::json::parse(render_json(p));
+  CHECK(json["predicted_device_used_bytes"].is_null());
+  CHECK_FALSE(json.contains("outside_allocator"));
+  CHECK(render_text(p).find("nvidia-smi") == std::string::npos);
+}
+
 TEST_CASE("the JSON report of an OOM carries the message", "[planner][report]") {
   Prediction p = fitting_prediction();
   p.fits = false;
