@@ -80,7 +80,10 @@ def check_file(path, oomcast, tolerances, timeout, log):
         for row in group:
             phase = predicted.get(row["phase"])
             if phase is None:
-                failures.append(f"FAIL {key[0]} {row['phase']}: the planner has no such phase any more")
+                # `teardown` (the script dropping its objects) was never a planner phase; a
+                # phase the planner did predict when the run was recorded must still exist.
+                if row.get("predicted_peak_allocated_bytes"):
+                    failures.append(f"FAIL {key[0]} {row['phase']}: the planner has no such phase any more")
                 continue
             for measured_column, predicted_key, quantity in CHECKS:
                 measured = number(row.get(measured_column))

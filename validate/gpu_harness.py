@@ -410,7 +410,9 @@ def oomcast_plan(oomcast, scenario, sets, timeout):
 
 def oomcast_replay(oomcast, snapshot, torch_version, timeout):
     """Replays a snapshot; returns (reproduced, summary text, json)."""
-    command = [oomcast, "replay", snapshot, "--json", "--torch-version", torch_version]
+    command = [oomcast, "replay", snapshot, "--json"]
+    if torch_version.startswith("2."):  # replay mimics 2.x releases; snapshots exist only there
+        command += ["--torch-version", torch_version]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     if done.returncode not in (0, 1):
         return False, f"oomcast replay failed ({done.returncode}): {done.stderr.strip()}", None
