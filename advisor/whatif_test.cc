@@ -119,8 +119,9 @@ TEST_CASE("Fixes are ranked by simulated saving and carry before and after peaks
 
 TEST_CASE("The allocator setting is recommended when it alone makes the step fit") {
   // GPT-2 small at batch 8 needs 9.6 GiB of tensors but reserves 11.8 GiB with the default
-  // allocator; a 10.8 GiB card (10.3 GiB usable) fits it only with expandable segments.
-  Diagnosis d = doctor(kGpt2Small, {"device.total_gib=10.8"});
+  // allocator; a 10.8 GiB card with a 512 MiB context (10.3 GiB usable) fits it only with
+  // expandable segments.
+  Diagnosis d = doctor(kGpt2Small, {"device.total_gib=10.8", "device.context_mib=512"});
   CHECK_FALSE(d.fits);
   REQUIRE(d.recommended_alloc_conf);
   CHECK(*d.recommended_alloc_conf == "expandable_segments:True");
