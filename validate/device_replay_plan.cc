@@ -108,7 +108,8 @@ DeviceReplayPlan plan_raw_replay(const sim::Trace& trace) {
         close_probe_peak(live_bytes);
         break;
       }
-      case sim::EventKind::Free: {
+      case sim::EventKind::Free:
+      case sim::EventKind::FreeCompleted: {  // a deferred free returns the memory when it completes
         auto found = live.find(event.slot);
         if (found == live.end()) break;  // a zero-byte allocation, never made
         DeviceAction action;
@@ -131,8 +132,12 @@ DeviceReplayPlan plan_raw_replay(const sim::Trace& trace) {
         has_probe = true;
         break;
       }
-      case sim::EventKind::EmptyCache:
-        break;  // nothing is cached without the allocator
+      case sim::EventKind::EmptyCache:    // nothing is cached without the allocator
+      case sim::EventKind::FreeRequested:  // the memory stays in use until FreeCompleted
+      case sim::EventKind::RecordStream:
+      case sim::EventKind::StreamSync:
+      case sim::EventKind::DeviceSync:
+        break;
     }
   }
   DeviceAction end = probe("end", trace.events.size());
