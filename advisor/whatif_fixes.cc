@@ -39,6 +39,23 @@ Candidate make(std::string id, std::string title, std::vector<std::string> overr
   return c;
 }
 
+// Full fine-tuning that does not fit: train LoRA adapters instead (the base model frozen), and
+// QLoRA (the frozen base in NF4). These change what trains, so they are offered only for a
+// single-GPU training job that trains every parameter of a transformer.
+void append_adapter_fixes(const Scenario& s, std::vector<Candidate>* list) {
+  if (s.job.job.kind != JobKind::Train || s.job.training.any_frozen() || s.parallel.enabled() || s.device.is_cpu) return;
+  if (!has_attention(s.model)) return;
+  const std::string targets = s.model.family == "llama" ? "[q_proj, v_proj]" : s.model.family == "gpt2" ? "[c_attn]" : "[all-linear]";
+  const std::string lora = "training.trainable={lora: {r: 16, alpha: 32, dropout: 0.05, target_modules: " + targets + "}}";
+  list->push_back(make("lora", "LoRA adapters r=16 on " + targets + ", base model frozen (training.trainable: {lora: ...})",
+                       {lora}, "trains adapters only: a different fine-tuning method (usually close in quality)", "adapters"));
+  const std::string compute = supports_bf16(s) ? "bf16" : "fp16";
+  list->push_back(make("qlora", "QLoRA: LoRA r=16 on all linears with the frozen base in NF4 (weights: nf4)",
+                       {"training.trainable={lora: {r: 16, alpha: 32, dropout: 0.05, target_modules: [all-linear]}}",
+                        "weights={format: nf4, compute_dtype: " + compute + "}"},
+                       "trains adapters only on a 4-bit base: bitsandbytes, slower matmuls (dequantization)", "adapters"));
+}
+
 std::vector<Candidate> candidates_for(const Scenario& s) {
   std::vector<Candidate> list;
   const char* half = supports_bf16(s) ? "amp_bf16" : "amp_fp16";
@@ -101,6 +118,7 @@ std::vector<Candidate> candidates_for(const Scenario& s) {
     list.push_back(make("eval_no_grad", "evaluation under torch.no_grad() (eval.no_grad: true)", {"eval.no_grad=true"},
                         "none"));
   }
+  append_adapter_fixes(s, &list);  // LoRA / QLoRA (above)
   // ---- ZeRO / offload (issue 5's parallel: section) --------------------------------------
   // Only for jobs that already run data-parallel: a single-GPU job has nothing to shard.
   const ParallelConfig& parallel = s.parallel;
@@ -146,12 +164,14 @@ void simulate(const ScenarioSource& source, const PlannedTrace& baseline_plan, C
 }
 
 // The better of two candidates of one group: one that fits beats one that does not; among
-// micro-batch splits that fit, the largest micro-batch (fewest extra steps) wins; otherwise
+// micro-batch splits that fit, the largest micro-batch (fewest extra steps) wins, and plain
+// LoRA beats QLoRA when both fit; otherwise
 // the lower peak.
 bool better(const Candidate& a, const Candidate& b) {
   if (a.outcome.valid != b.outcome.valid) return a.outcome.valid;
   if (a.outcome.fits_after != b.outcome.fits_after) return a.outcome.fits_after;
   if (a.group == "micro_batch" && a.outcome.fits_after) return a.micro_batch > b.micro_batch;
+  if (a.group == "adapters" && a.outcome.fits_after) return a.outcome.id == "lora";  // no quantization when LoRA fits
   return a.outcome.peak_reserved_after < b.outcome.peak_reserved_after;
 }
 

@@ -48,6 +48,13 @@ GraphRunner::GraphRunner(const LayerGraph& graph, ExecutionOrder order, const Ch
       if (desc.parameter >= 0 && op.input_grads[i] != GradRule::None) ++parameter_uses_[static_cast<size_t>(desc.parameter)];
     }
   }
+  graph_leaf_.assign(num_tensors, 0);
+  for (const OpNode& op : graph_.ops) {
+    if (op.records_grad_node) continue;
+    for (TensorId out : op.outputs) {
+      if (graph_.tensors[out].requires_grad && is_tracked(out)) graph_leaf_[out] = 1;
+    }
+  }
   unit_external_kept_.resize(static_cast<size_t>(graph_.num_units));
   unit_internal_kept_.resize(static_cast<size_t>(graph_.num_units));
   internal_kept_unit_.assign(num_tensors, -1);
@@ -153,6 +160,11 @@ void GraphRunner::run_forward_op(uint32_t op_index, int32_t position) {
   transients.clear();
   run_transients(op.forward_transients, false, &transients);
   for (TensorId out : op.outputs) alloc_output(out, false);
+  for (TensorId out : op.outputs) {
+    if (!graph_leaf_[out]) continue;
+    acquire(out);
+    leaves_held_.push_back(out);
+  }
   if (op.records_grad_node && grad_mode_run_) {
     const std::vector<uint8_t>& dropped = checkpoints_.saved_dropped[op_index];
     for (size_t i = 0; i < op.saved.size(); ++i) {
@@ -380,7 +392,17 @@ void GraphRunner::backward() {
   // The graph is gone after backward: nodes that were never reached free their saved tensors.
   for (uint32_t op_index = 0; op_index < graph_.ops.size(); ++op_index) release_saved(op_index);
   for (TensorId tensor = 0; tensor < grad_of_.size(); ++tensor) {
-    if (grad_of_[tensor] >= 0) {
+    if (grad_of_[tensor] >= 0 && graph_leaf_[tensor]) {
+      // AccumulateGrad of a leaf activation: the gradient becomes its .grad.
+      GradBuffer& buffer = grads_[static_cast<size_t>(grad_of_[tensor])];
+      if (buffer.refs == 1) {
+        buffer.refs = 0;
+        leaf_grad_slots_.push_back(buffer.slot);
+      } else {
+        release_grad(grad_of_[tensor]);
+      }
+      grad_of_[tensor] = -1;
+    } else if (grad_of_[tensor] >= 0) {
       release_grad(grad_of_[tensor]);
       grad_of_[tensor] = -1;
     }
@@ -414,6 +436,26 @@ std::vector<std::pair<std::string, uint32_t>> GraphRunner::finish_step() {
     }
   }
   rng_state_slots_.clear();
+  // Leaves held by the graph's AccumulateGrad nodes, and their .grad, go with the loss too.
+  for (TensorId leaf : leaves_held_) {
+    TensorId storage = graph_.tensors[leaf].storage;
+    if (loss_kept && refs_[storage] == 1) {
+      kept.emplace_back("loss", slot_[storage]);
+      slot_[storage] = kNoSlot;
+      refs_[storage] = 0;
+    } else {
+      release(leaf);
+    }
+  }
+  leaves_held_.clear();
+  for (uint32_t slot : leaf_grad_slots_) {
+    if (loss_kept) {
+      kept.emplace_back("loss", slot);
+    } else {
+      writer_->free(slot);
+    }
+  }
+  leaf_grad_slots_.clear();
   return kept;
 }
 
@@ -425,6 +467,9 @@ std::vector<uint32_t> GraphRunner::take_all_live() {
     refs_[tensor] = 0;
   }
   for (auto& acquired : saved_acquired_) std::fill(acquired.begin(), acquired.end(), 0);
+  leaves_held_.clear();
+  for (uint32_t slot : leaf_grad_slots_) live.push_back(slot);
+  leaf_grad_slots_.clear();
   return live;
 }
 

@@ -86,6 +86,11 @@ class GraphRunner {
   std::vector<uint8_t> dropped_;                    // per tensor: an output the caller dropped as forward returned
   std::vector<uint8_t> caller_keeps_;               // per tensor: still kept after the step
   std::vector<int32_t> parameter_uses_;             // per parameter: backward nodes delivering to it
+  // Per tensor: a leaf activation that requires grad (enable_input_require_grads' embedding
+  // output). Its AccumulateGrad node keeps it, and then its .grad, as long as the graph.
+  std::vector<uint8_t> graph_leaf_;
+  std::vector<TensorId> leaves_held_;               // this forward's graph-held leaves
+  std::vector<uint32_t> leaf_grad_slots_;           // their .grad after backward
   std::vector<std::vector<TensorId>> unit_external_kept_;
   std::vector<int32_t> internal_kept_unit_;         // per tensor: unit whose SAC cache keeps it, -1
   std::vector<std::vector<TensorId>> unit_internal_kept_;

@@ -21,7 +21,16 @@ using OpDag = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirection
 
 uint64_t LayerGraph::parameter_count() const {
   uint64_t total = 0;
-  for (TensorId id : parameters) total += tensors[id].numel;
+  // From the shapes: a quantized weight's storage holds fewer elements than the weight has.
+  for (size_t p = 0; p < parameters.size(); ++p) {
+    if (p >= parameter_shapes.size()) {
+      total += tensors[parameters[p]].numel;
+      continue;
+    }
+    uint64_t numel = 1;
+    for (int64_t dim : parameter_shapes[p]) numel *= static_cast<uint64_t>(dim);
+    total += numel;
+  }
   return total;
 }
 

@@ -11,12 +11,15 @@
 #include "base/input_error.h"
 #include "planner/checkpointing.h"
 #include "planner/families/families.h"
+#include "planner/forward_job.h"
 #include "planner/graph_runner.h"
+#include "planner/model_setup.h"
 #include "planner/ops/graph_builder.h"
 #include "planner/optimizers.h"
 #include "planner/parallel/parallel_rank.h"
 #include "planner/schedule_size.h"
 #include "planner/schedule_writer.h"
+#include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
 
@@ -27,18 +30,7 @@ void check_positive(int64_t value, const char* key) {
 }
 
 LayerGraph build_graph(const Scenario& scenario, int64_t seq_len, bool training, bool grad_enabled) {
-  BuildContext context;
-  context.precision = precision_rules(scenario.precision);
-  context.attention = scenario.attention;
-  context.dropout = scenario.dropout;
-  context.training = training;
-  context.grad_enabled = grad_enabled;
-  context.batch = scenario.batch_size;
-  context.seq_len = seq_len;
-  context.cpu_kernels = scenario.device.is_cpu;
-  context.torch_version = scenario.allocator.torch_version;
-  context.moe_worst_case = scenario.moe_imbalance == MoeImbalance::Worst;
-  GraphBuilder builder(context);
+  GraphBuilder builder(scenario_build_context(scenario, seq_len, training, grad_enabled));
   families::build_forward(builder, scenario.model);
   return builder.finish();
 }
@@ -139,7 +131,7 @@ void LoopPlanner::run() {
   check_positive(s.grad_accum_steps, "grad_accum_steps");
   if (s.dropout < 0.0 || s.dropout >= 1.0) throw InputError(SourceLocation{}, "dropout", "dropout must be in [0, 1)");
   const int64_t seq_len = s.seq_len > 0 ? s.seq_len : families::default_sequence_length(s.model);
-  const PrecisionRules rules = precision_rules(s.precision);
+  const PrecisionRules rules = job_precision_rules(s);
 
   LayerGraph graph = build_graph(s, seq_len, /*training=*/true, /*grad_enabled=*/true);
   out_->parameter_count = graph.parameter_count();
@@ -167,16 +159,16 @@ void LoopPlanner::run() {
   std::vector<OptimizerParameter> optimizer_params;
   parallel_ = make_parallel_rank(s, graph, &writer_, &model_);
   if (parallel_) parallel_->allocate_parameters();
+  allocate_model(s, graph, &writer_, /*parameters=*/!parallel_);
+  // Only trainable parameters get optimizer state (frozen ones never have a .grad).
+  std::vector<size_t> optimized;
   for (size_t p = 0; p < graph.parameters.size() && !parallel_; ++p) {
     const TensorDesc& desc = graph.tensors[graph.parameters[p]];
-    uint32_t name = writer_.intern(graph.names[desc.name]);
-    writer_.alloc(name, desc.bytes(), TensorCategory::Parameter);
+    if (!desc.requires_grad) continue;
     DType step_dtype = rules.fp32_master_weights ? DType::Float32 : desc.dtype;
-    optimizer_params.push_back(OptimizerParameter{name, desc.numel, step_dtype, graph.parameter_shapes[p]});
-  }
-  for (TensorId buffer : graph.buffers) {
-    const TensorDesc& desc = graph.tensors[buffer];
-    writer_.alloc(writer_.intern(graph.names[desc.name]), desc.bytes(), TensorCategory::Buffer);
+    optimizer_params.push_back(
+        OptimizerParameter{writer_.intern(graph.names[desc.name]), desc.numel, step_dtype, graph.parameter_shapes[p]});
+    optimized.push_back(p);
   }
   model_.grad_slot.assign(graph.parameters.size(), -1);
   model_.gpu_workspaces = !s.device.is_cpu && s.device.cublas_workspace_bytes > 0 && s.device.cublas_workspaces > 0;
@@ -254,8 +246,8 @@ void LoopPlanner::run() {
       scaler_temporaries.push_back(writer_.alloc(writer_.intern("grad_scaler.inv_scale"), 4, TensorCategory::Temporary));
       scaler_temporaries.push_back(writer_.alloc(writer_.intern("grad_scaler.found_inf"), 4, TensorCategory::Temporary));
     }
-    std::vector<uint8_t> has_grad(model_.grad_slot.size());
-    for (size_t p = 0; p < has_grad.size(); ++p) has_grad[p] = model_.grad_slot[p] >= 0 ? 1 : 0;
+    std::vector<uint8_t> has_grad(optimized.size());
+    for (size_t i = 0; i < has_grad.size(); ++i) has_grad[i] = model_.grad_slot[optimized[i]] >= 0 ? 1 : 0;
     if (parallel_) {
       parallel_->optimizer_step();
     } else {
@@ -283,6 +275,7 @@ void LoopPlanner::run() {
 }  // namespace
 
 PlannedTrace plan_steps(const Scenario& scenario) {
+  if (scenario.job.job.kind != JobKind::Train) return plan_forward_job(scenario);
   PlannedTrace out;
   {
     LoopPlanner planner(scenario, &out);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "scenario/job_config.h"
 #include "scenario/parallel_config.h"
 #include "sim/allocator_config.h"
 #include "sim/device_model.h"
@@ -104,6 +105,7 @@ struct Scenario {
   DeviceConfig device;
   sim::AllocatorConfig allocator;
   ParallelConfig parallel;                      // data parallel: one rank of the job is planned
+  JobConfig job;                                // job kind, trainable subset, weight format, loading (job_config.h)
 };
 
 }  // namespace oomcast::planner

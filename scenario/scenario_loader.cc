@@ -15,6 +15,7 @@
 #include "base/input_error.h"
 #include "scenario/device_profiles.h"
 #include "scenario/graph_file.h"
+#include "scenario/job_config_loader.h"
 #include "scenario/outside_allocator.h"
 #include "scenario/model_families.h"
 #include "scenario/op_kind.h"
@@ -103,6 +104,9 @@ std::string shorthand_key(const std::string& path, const std::string& scalar) {
   if (path == "optimizer") return "type";
   if (path == "checkpointing") return "mode";
   if (path == "eval") return "enabled";
+  if (path == "job") return "kind";
+  if (path == "weights") return "format";
+  if (path == "loading") return "method";
   return "";
 }
 
@@ -478,7 +482,9 @@ Scenario read_scenario(const YamlDocument& document) {
   YamlNode root = document.root();
   if (!root.is_map()) root.fail("a scenario must be a map of keys (model, batch_size, ...), got " +
                                 std::string(root.is_sequence() ? "a list" : root.is_scalar() ? "one value" : "nothing"));
-  root.reject_unknown_keys(kTopLevelKeys);
+  std::vector<std::string> top_level_keys = kTopLevelKeys;
+  top_level_keys.insert(top_level_keys.end(), job_section_keys().begin(), job_section_keys().end());
+  root.reject_unknown_keys(top_level_keys);
 
   Scenario scenario;
   scenario.source_path = document.path();
@@ -533,6 +539,7 @@ Scenario read_scenario(const YamlDocument& document) {
   scenario.eval = read_eval(root.child("eval"));
   read_parallel_section(root, base_dir, scenario);  // planner/parallel_config_loader.cc
   read_moe_section(root.child("moe"), scenario);    // scenario/moe_config.cc
+  read_job_sections(root, scenario);                // scenario/job_config_loader.cc
   check_device_support(root, scenario);
   check_scenario_sizes(root, scenario);
   return scenario;

@@ -258,6 +258,7 @@ def run(cfg, hook, log):
     import random
     import torch
     import models
+    import jobs
 
     seed = int(cfg.get("seed", 0))
     torch.manual_seed(seed)
@@ -304,6 +305,16 @@ def run(cfg, hook, log):
     t_setup = time.time()
     hook.start(filter_caller=not cfg.get("_no_caller_filter"))
     hook.mark("setup")
+    # `loading` (docs/scenario-format.md#job): built at its dtype (the default dtype set while
+    # the modules are constructed), or built in fp32 and then converted with .to(dtype).
+    weights = cfg.get("weights") or {}
+    weights = weights.get("format") if isinstance(weights, dict) else weights
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(str(weights)) or \
+        (torch.bfloat16 if precision == "pure_bf16" else None)
+    loading = cfg.get("loading") or "on_device"
+    loading = loading.get("method", "on_device") if isinstance(loading, dict) else str(loading)
+    if half is not None and loading != "fp32_then_cast":
+        torch.set_default_dtype(half)
     if family == "graph":
         import graph_models
         model = graph_models.build(dims["source"], checkpointing=(ckpt == "full"))
@@ -318,11 +329,18 @@ def run(cfg, hook, log):
         model = models.build_model(family, dims, options, dropout=_dropout(cfg.get("dropout", 0.0)),
                                    attention=attention, checkpointing=(ckpt == "full"))
         make_batch = models.make_batch
-    if precision == "pure_bf16":
-        model = model.to(torch.bfloat16)
+    torch.set_default_dtype(torch.float32)
+    if half is not None and loading == "fp32_then_cast":
+        model = model.to(half)
     model.train()
+    job = jobs.job_settings(cfg, iters)
+    if cfg.get("training"):
+        jobs.set_trainable(model, cfg["training"])
+    if jobs.wants_input_require_grads(cfg, ckpt == "full"):
+        jobs.enable_input_require_grads(model)
     opt_cfg = cfg.get("optimizer") or {}
-    opt = make_optimizer(torch, model.parameters(), {"type": opt_cfg} if isinstance(opt_cfg, str) else opt_cfg)
+    opt = None if job[0] != "train" else \
+        make_optimizer(torch, model.parameters(), {"type": opt_cfg} if isinstance(opt_cfg, str) else opt_cfg)
     nparams = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
@@ -345,6 +363,10 @@ def run(cfg, hook, log):
     logits = loss = None
     setup_s = time.time() - t_setup
     t0 = time.time()
+    if job[0] != "train":
+        jobs.run_forward_job(cfg, hook, model, lambda: make_batch(family, dims, batch, seq, gen), autocast, job)
+        losses.append(0.0)
+        iters = 0
     for it in range(iters):
         if zero_first:
             hook.mark(f"iter{it}/zero_grad")

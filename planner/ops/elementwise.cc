@@ -85,9 +85,11 @@ TensorId scale(GraphBuilder& g, std::string_view leaf, TensorId x) {
   return unary(g, OpKind::Mul, leaf, x, false, false);
 }
 
-TensorId dropout(GraphBuilder& g, std::string_view leaf, TensorId x) {
+TensorId dropout(GraphBuilder& g, std::string_view leaf, TensorId x) { return dropout_with(g, leaf, x, g.active_dropout()); }
+
+TensorId dropout_with(GraphBuilder& g, std::string_view leaf, TensorId x, double p) {
   // F.dropout with p == 0 or in eval mode returns its input unchanged (Dropout.cpp).
-  if (g.active_dropout() <= 0.0) return x;
+  if (p <= 0.0) return x;
   std::string name(leaf);
   uint64_t numel = g.tensor(x).numel;
   if (g.context().cpu_kernels) {

@@ -3,6 +3,8 @@
 
 #include <stdexcept>
 
+#include "planner/trainable_policy.h"
+
 namespace oomcast::planner {
 
 uint64_t shape_numel(const std::vector<int64_t>& shape) {
@@ -61,6 +63,16 @@ TensorId GraphBuilder::new_tensor(std::string_view leaf, uint64_t numel, DType d
 
 TensorId GraphBuilder::parameter(std::string_view leaf, std::vector<int64_t> shape) {
   TensorId id = new_tensor(leaf, shape_numel(shape), context_.precision.parameter_dtype, TensorRole::Parameter);
+  graph_.tensors[id].requires_grad =
+      context_.job == nullptr || parameter_trainable(context_.job->training, graph_.names[graph_.tensors[id].name]);
+  graph_.tensors[id].parameter = static_cast<int32_t>(graph_.parameters.size());
+  graph_.parameters.push_back(id);
+  graph_.parameter_shapes.push_back(std::move(shape));
+  return id;
+}
+
+TensorId GraphBuilder::adapter_parameter(std::string_view leaf, std::vector<int64_t> shape, DType dtype) {
+  TensorId id = new_tensor(leaf, shape_numel(shape), dtype, TensorRole::Parameter);
   graph_.tensors[id].requires_grad = true;
   graph_.tensors[id].parameter = static_cast<int32_t>(graph_.parameters.size());
   graph_.parameters.push_back(id);
@@ -101,8 +113,28 @@ OpNode& GraphBuilder::add_op(OpKind kind, std::string_view leaf, std::vector<Ten
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (graph_.tensors[inputs[i]].requires_grad && input_grads[i] != GradRule::None) any_input_requires_grad = true;
   }
-  op.records_grad_node = context_.grad_enabled && any_input_requires_grad && kind != OpKind::ScopeEnd;
+  if (current_unit_ >= 0 && !unit_decided_ && kind != OpKind::ScopeEnd) {
+    // CheckpointFunction.apply(block, x): under the reentrant checkpoint the block runs in
+    // no_grad, and its output requires grad only if an argument (not a parameter) does.
+    unit_decided_ = true;
+    const CheckpointMode mode = context_.checkpoint_mode;
+    const auto unit = static_cast<int64_t>(current_unit_);
+    bool reentrant = mode == CheckpointMode::Full ||
+                     (mode == CheckpointMode::EveryN && (context_.checkpoint_every_n <= 1 || unit % context_.checkpoint_every_n == 0));
+    bool argument_requires_grad = false;
+    for (TensorId in : inputs) {
+      const TensorDesc& desc = graph_.tensors[graph_.tensors[in].storage];
+      if (desc.role != TensorRole::Parameter && graph_.tensors[in].requires_grad) argument_requires_grad = true;
+    }
+    unit_grad_blocked_ = reentrant && context_.job != nullptr && context_.job->training.any_frozen() && !argument_requires_grad;
+  }
+  op.records_grad_node = context_.grad_enabled && any_input_requires_grad && kind != OpKind::ScopeEnd &&
+                         !(current_unit_ >= 0 && unit_grad_blocked_);
   for (TensorId out : outputs) graph_.tensors[out].requires_grad = op.records_grad_node;
+  if (kind == OpKind::Embedding && context_.input_require_grads && context_.grad_enabled && !inputs.empty() &&
+      graph_.tensors[inputs[0]].role == TensorRole::Input) {
+    for (TensorId out : outputs) graph_.tensors[out].requires_grad = true;  // output.requires_grad_(True)
+  }
   op.inputs = std::move(inputs);
   op.outputs = std::move(outputs);
   op.input_grads = std::move(input_grads);
@@ -131,7 +163,11 @@ void GraphBuilder::end_scope() {
   add_op(OpKind::ScopeEnd, "return", std::move(held), {}, std::move(rules));
 }
 
-void GraphBuilder::begin_unit() { current_unit_ = graph_.num_units++; }
+void GraphBuilder::begin_unit() {
+  current_unit_ = graph_.num_units++;
+  unit_decided_ = false;
+  unit_grad_blocked_ = false;
+}
 void GraphBuilder::end_unit() { current_unit_ = -1; }
 
 TensorId GraphBuilder::autocast_weight(TensorId parameter) {

@@ -34,6 +34,16 @@ struct BuildContext {
   // Mixture-of-experts routing is data dependent: plan the worst case of moe.imbalance (the
   // busiest expert gets k times its share) or the balanced one.
   bool moe_worst_case = true;
+  // The job's trainable subset, LoRA adapters and weight formats (planner/trainable_policy.h);
+  // nullptr: every parameter trains, weights as the precision says.
+  const JobConfig* job = nullptr;
+  // PEFT's enable_input_require_grads(): the output of an embedding of the batch's token ids
+  // is made to require grad (a leaf the graph keeps), so later blocks build graphs.
+  bool input_require_grads = false;
+  // Reentrant torch.utils.checkpoint per block (unit): a block none of whose inputs requires
+  // grad runs without a graph (its parameters get no gradient).
+  CheckpointMode checkpoint_mode = CheckpointMode::None;
+  int64_t checkpoint_every_n = 1;
 };
 
 class GraphBuilder {
@@ -54,6 +64,8 @@ class GraphBuilder {
 
   // Registers a trainable parameter (dtype from the precision regime) in parameters() order.
   TensorId parameter(std::string_view leaf, std::vector<int64_t> shape);
+  // A LoRA adapter's weight: always trainable, in `dtype`, registered when the forward reaches it.
+  TensorId adapter_parameter(std::string_view leaf, std::vector<int64_t> shape, DType dtype);
   // Registers a persistent buffer.
   TensorId buffer(std::string_view leaf, uint64_t numel, DType dtype);
   // A batch tensor loaded by the training loop (token ids, targets, images).
@@ -104,6 +116,8 @@ class GraphBuilder {
   std::unordered_map<TensorId, TensorId> autocast_cache_;
   std::vector<TensorId> cache_entries_;
   int32_t current_unit_ = -1;
+  bool unit_decided_ = false;      // the current unit's first op has been seen
+  bool unit_grad_blocked_ = false; // reentrant checkpoint with no input requiring grad
 };
 
 uint64_t shape_numel(const std::vector<int64_t>& shape);

@@ -1,11 +1,22 @@
 // nn.Linear: addmm(bias, x2d, W.t()) (or mm without bias) on the flattened input.
 // Autocast "lower" class: the input is cast per call, the weight through the autocast cache.
+// A linear whose module the job adapts (LoRA) or stores quantized goes through
+// linear_variants.cc first.
+#include "planner/ops/linear_variants.h"
 #include "planner/ops/op_catalogue.h"
 
 namespace oomcast::planner::ops {
 
 TensorId linear(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, TensorId bias,
                 int64_t in_features, int64_t out_features, bool copy_input) {
+  if (g.context().job != nullptr) {
+    return job_linear(g, leaf, x, weight, bias, in_features, out_features, copy_input);
+  }
+  return dense_linear(g, leaf, x, weight, bias, in_features, out_features, copy_input);
+}
+
+TensorId dense_linear(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, TensorId bias,
+                      int64_t in_features, int64_t out_features, bool copy_input) {
   const PrecisionRules& rules = g.precision();
   std::string name(leaf);
   TensorId x_compute = g.cast(x, rules.matmul_dtype(g.tensor(x).dtype), name + ".input_cast");

@@ -48,6 +48,8 @@ TensorId mul(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b);
 TensorId scale(GraphBuilder& g, std::string_view leaf, TensorId x);
 // nn.Dropout: with p > 0 in training, a new output plus a bool mask (saved); else x itself.
 TensorId dropout(GraphBuilder& g, std::string_view leaf, TensorId x);
+// The same with its own probability (a LoRA adapter's lora_dropout); 0 returns x.
+TensorId dropout_with(GraphBuilder& g, std::string_view leaf, TensorId x, double p);
 // softmax(x, -1): autocast runs it in fp32 (bf16 inputs are cast first, fp16 use the
 // half_to_float kernel). Saves its result.
 TensorId softmax(GraphBuilder& g, std::string_view leaf, TensorId x);

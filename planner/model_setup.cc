@@ -1,0 +1,61 @@
+// model.to(device) allocates each parameter, then each buffer, on its own. Built in fp32 and
+// then converted (`model.to(torch.bfloat16)`, `.half()`): Module._apply converts one tensor at
+// a time, allocating the 16-bit copy before `param.data = ...` frees the fp32 original.
+#include "planner/model_setup.h"
+
+#include "planner/trainable_policy.h"
+
+namespace oomcast::planner {
+
+BuildContext scenario_build_context(const Scenario& scenario, int64_t seq_len, bool training, bool grad_enabled) {
+  BuildContext context;
+  context.precision = job_precision_rules(scenario);
+  context.attention = scenario.attention;
+  context.dropout = scenario.dropout;
+  context.training = training;
+  context.grad_enabled = grad_enabled;
+  context.batch = scenario.batch_size;
+  context.seq_len = seq_len;
+  context.cpu_kernels = scenario.device.is_cpu;
+  context.torch_version = scenario.allocator.torch_version;
+  context.moe_worst_case = scenario.moe_imbalance == MoeImbalance::Worst;
+  context.job = &scenario.job;
+  context.input_require_grads = input_require_grads(scenario);
+  context.checkpoint_mode = scenario.checkpointing.mode;
+  context.checkpoint_every_n = scenario.checkpointing.every_n;
+  return context;
+}
+
+void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer, bool parameters) {
+  const bool cast_after_build = scenario.job.loading.method == LoadMethod::BuiltThenCast;
+  std::vector<uint32_t> fp32_slots;
+  auto allocate = [&](TensorId tensor, TensorCategory category) {
+    const TensorDesc& desc = graph.tensors[tensor];
+    uint32_t name = writer->intern(graph.names[desc.name]);
+    if (cast_after_build && is_floating(desc.dtype) && desc.dtype != DType::Float32) {
+      fp32_slots.push_back(writer->alloc(name, desc.numel * 4, category));
+    } else {
+      fp32_slots.push_back(UINT32_MAX);
+      writer->alloc(name, desc.bytes(), category);
+    }
+  };
+  if (parameters) {
+    for (TensorId parameter : graph.parameters) allocate(parameter, TensorCategory::Parameter);
+  }
+  for (TensorId buffer : graph.buffers) allocate(buffer, TensorCategory::Buffer);
+  if (!cast_after_build) return;
+  size_t index = 0;
+  auto convert = [&](TensorId tensor, TensorCategory category) {
+    uint32_t fp32 = fp32_slots[index++];
+    if (fp32 == UINT32_MAX) return;
+    const TensorDesc& desc = graph.tensors[tensor];
+    writer->alloc(writer->intern(graph.names[desc.name] + ".converted"), desc.bytes(), category);
+    writer->free(fp32);
+  };
+  if (parameters) {
+    for (TensorId parameter : graph.parameters) convert(parameter, TensorCategory::Parameter);
+  }
+  for (TensorId buffer : graph.buffers) convert(buffer, TensorCategory::Buffer);
+}
+
+}  // namespace oomcast::planner

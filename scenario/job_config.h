@@ -1,0 +1,76 @@
+// JobConfig: what kind of job runs around the model (training, inference, repeated forwards),
+// which parameters train (all, none, patterns, LoRA adapters), how the base weights are
+// stored (16-bit, LLM.int8, 4-bit NF4/FP4) and how the model is loaded onto the device.
+// Read by scenario/job_config_loader.cc; docs/scenario-format.md documents the keys.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace oomcast::planner {
+
+enum class JobKind { Train, Inference, Forward };
+
+// The job section: `job: inference` or a map.
+struct JobSection {
+  JobKind kind = JobKind::Train;
+  int64_t batches = 0;                     // forward passes (inference, forward); 0 = iterations
+  bool inference_mode = false;             // torch.inference_mode() instead of torch.no_grad()
+  bool compute_loss = true;                // false: the model is called without labels (logits only)
+  bool eval_mode = true;                   // model.eval() (dropout off); forward defaults to train()
+  std::vector<std::string> held_outputs;   // what the loop binds until the next batch rebinds it
+};
+
+// PEFT's LoraConfig keys, as PEFT names them.
+struct LoraConfig {
+  bool enabled = false;
+  int64_t r = 8;
+  double alpha = 8.0;
+  double dropout = 0.0;                    // lora_dropout: nn.Dropout on the adapter's input
+  std::vector<std::string> target_modules; // names ("q_proj", "c_attn"), or "all-linear"
+  std::string bias = "none";               // none | all | lora_only
+};
+
+enum class TrainableKind { All, None, Patterns };
+
+struct TrainableConfig {
+  TrainableKind kind = TrainableKind::All;
+  std::vector<std::string> patterns;       // Patterns: parameters that train
+  std::vector<std::string> freeze;         // parameters frozen on top of the above
+  LoraConfig lora;                         // adapters: the base model is frozen
+  // PEFT's enable_input_require_grads(): the input embedding's output requires grad, so a
+  // reentrant checkpoint of the first block still builds a graph. -1 = the default (on when
+  // checkpointing runs with frozen parameters, as HF/PEFT do), 0 off, 1 on.
+  int input_require_grads = -1;
+  bool master_weights = true;              // pure_bf16: fp32 master copies in the optimizer
+  bool any_frozen() const { return kind != TrainableKind::All || !freeze.empty() || lora.enabled; }
+};
+
+enum class WeightFormat { Default, Fp32, Fp16, Bf16, Int8, Nf4, Fp4 };
+
+// How the base weights are stored, independent of `precision` (bitsandbytes quantization or
+// a 16-bit checkpoint loaded with torch_dtype).
+struct WeightsConfig {
+  WeightFormat format = WeightFormat::Default;   // Default: what `precision` implies
+  WeightFormat compute_dtype = WeightFormat::Default;  // bnb_4bit_compute_dtype / torch_dtype of the rest
+  bool double_quant = true;                // bnb_4bit_use_double_quant (QLoRA)
+  int64_t block_size = 64;                 // 4-bit absmax block (bitsandbytes: 64)
+  std::vector<std::string> skip_modules = {"lm_head"};  // kept unquantized (llm_int8_skip_modules)
+  bool quantized() const { return format == WeightFormat::Int8 || format == WeightFormat::Nf4 || format == WeightFormat::Fp4; }
+};
+
+enum class LoadMethod { OnDevice, BuiltThenCast };
+
+struct LoadingConfig {
+  LoadMethod method = LoadMethod::OnDevice;
+};
+
+struct JobConfig {
+  JobSection job;
+  TrainableConfig training;
+  WeightsConfig weights;
+  LoadingConfig loading;
+};
+
+}  // namespace oomcast::planner

@@ -1,0 +1,258 @@
+// The `job`, `training`, `weights` and `loading` sections (docs/scenario-format.md#job).
+#include "scenario/job_config_loader.h"
+
+#include <algorithm>
+
+#include "scenario/model_families.h"
+
+namespace oomcast::planner {
+
+namespace {
+
+constexpr int64_t kMaxBatches = 100000;
+
+const std::vector<std::string> kJobKinds = {"train", "inference", "forward"};
+const std::vector<std::string> kWeightFormats = {"fp32", "fp16", "bf16", "int8", "nf4", "fp4"};
+
+JobKind job_kind_of(const std::string& name) {
+  if (name == "inference") return JobKind::Inference;
+  if (name == "forward") return JobKind::Forward;
+  return JobKind::Train;
+}
+
+WeightFormat weight_format_of(const std::string& name) {
+  if (name == "fp32") return WeightFormat::Fp32;
+  if (name == "fp16") return WeightFormat::Fp16;
+  if (name == "bf16") return WeightFormat::Bf16;
+  if (name == "int8") return WeightFormat::Int8;
+  if (name == "nf4") return WeightFormat::Nf4;
+  if (name == "fp4") return WeightFormat::Fp4;
+  return WeightFormat::Default;
+}
+
+std::vector<std::string> string_list(const YamlNode& node) {
+  std::vector<std::string> items = node.as_string_list();
+  for (const std::string& item : items) {
+    if (item.empty()) node.fail("'" + node.path() + "' has an empty name");
+  }
+  return items;
+}
+
+JobSection read_job(const YamlNode& node, const Scenario& scenario) {
+  JobSection job;
+  if (node.is_missing()) return job;
+  if (node.is_scalar()) {
+    job.kind = job_kind_of(node.as_choice(kJobKinds));
+  } else {
+    node.reject_unknown_keys({"kind", "batches", "grad_mode", "outputs", "held_outputs", "model_mode"});
+    job.kind = job_kind_of(node.choice_or("kind", "train", kJobKinds));
+    if (job.kind == JobKind::Train) {
+      for (const char* key : {"batches", "grad_mode", "outputs", "held_outputs", "model_mode"}) {
+        YamlNode value = node.child(key);
+        if (!value.is_missing()) value.fail("'job." + std::string(key) + "' applies only to kind inference or forward");
+      }
+    }
+    job.batches = node.integer_or("batches", 0, 1, kMaxBatches);
+    YamlNode grad_mode = node.child("grad_mode");
+    if (!grad_mode.is_missing()) {
+      if (job.kind != JobKind::Inference) grad_mode.fail("'job.grad_mode' applies only to kind inference (forward keeps grad on)");
+      job.inference_mode = grad_mode.as_choice({"no_grad", "inference_mode"}) == "inference_mode";
+    }
+    job.compute_loss = node.choice_or("outputs", "loss", {"loss", "logits"}) == "loss";
+    YamlNode held = node.child("held_outputs");
+    if (!held.is_missing()) {
+      for (const YamlNode& item : held.is_scalar() ? std::vector<YamlNode>{held} : held.items()) {
+        std::string name = item.as_choice({"loss", "logits"});
+        if (name == "loss" && !job.compute_loss) item.fail("'job.held_outputs' lists loss, but 'job.outputs' is logits (no labels, no loss)");
+        job.held_outputs.push_back(name);
+      }
+    }
+    YamlNode mode = node.child("model_mode");
+    job.eval_mode = mode.is_missing() ? job.kind == JobKind::Inference : mode.as_choice({"eval", "train"}) == "eval";
+  }
+  if (job.kind != JobKind::Train) {
+    if (node.is_scalar()) job.eval_mode = job.kind == JobKind::Inference;
+    if (job.held_outputs.empty() && (node.is_scalar() || node.child("held_outputs").is_missing())) {
+      job.held_outputs.push_back(job.compute_loss ? "loss" : "logits");
+    }
+    if (job.batches == 0) job.batches = scenario.iterations;
+  }
+  return job;
+}
+
+LoraConfig read_lora(const YamlNode& node) {
+  LoraConfig lora;
+  lora.enabled = true;
+  node.require_map();
+  node.reject_unknown_keys({"r", "alpha", "lora_alpha", "dropout", "lora_dropout", "target_modules", "bias"});
+  lora.r = node.integer_or("r", 8, 1, 1 << 16);
+  if (!node.child("alpha").is_missing() && !node.child("lora_alpha").is_missing()) {
+    node.child("lora_alpha").fail("give 'alpha' or 'lora_alpha', not both");
+  }
+  lora.alpha = node.number_or(node.child("lora_alpha").is_missing() ? "alpha" : "lora_alpha", 8.0, 0.0, 1e9);
+  if (!node.child("dropout").is_missing() && !node.child("lora_dropout").is_missing()) {
+    node.child("lora_dropout").fail("give 'dropout' or 'lora_dropout', not both");
+  }
+  lora.dropout = node.number_or(node.child("lora_dropout").is_missing() ? "dropout" : "lora_dropout", 0.0, 0.0, 0.999999);
+  YamlNode targets = node.child("target_modules");
+  if (targets.is_missing()) {
+    node.fail("'training.trainable.lora' needs 'target_modules' (module names such as q_proj, v_proj, c_attn, or all-linear)");
+  }
+  lora.target_modules = string_list(targets);
+  lora.bias = node.choice_or("bias", "none", {"none", "all", "lora_only"});
+  return lora;
+}
+
+TrainableConfig read_training(const YamlNode& node, const Scenario& scenario) {
+  TrainableConfig config;
+  if (node.is_missing()) return config;
+  node.reject_unknown_keys({"trainable", "freeze", "input_require_grads", "master_weights"});
+  YamlNode trainable = node.child("trainable");
+  if (trainable.is_scalar()) {
+    std::string word = trainable.as_string();
+    if (word == "all") {
+      config.kind = TrainableKind::All;
+    } else if (word == "none") {
+      config.kind = TrainableKind::None;
+    } else {
+      config.kind = TrainableKind::Patterns;  // one pattern
+      config.patterns = {word};
+    }
+  } else if (trainable.is_sequence()) {
+    config.kind = TrainableKind::Patterns;
+    config.patterns = string_list(trainable);
+  } else if (trainable.is_map()) {
+    trainable.reject_unknown_keys({"lora"});
+    config.kind = TrainableKind::None;  // the base model is frozen; the adapters train
+    config.lora = read_lora(trainable.child("lora"));
+  }
+  YamlNode freeze = node.child("freeze");
+  if (!freeze.is_missing()) config.freeze = string_list(freeze);
+  YamlNode input_grads = node.child("input_require_grads");
+  if (!input_grads.is_missing()) config.input_require_grads = input_grads.as_bool() ? 1 : 0;
+  YamlNode master = node.child("master_weights");
+  if (!master.is_missing()) {
+    config.master_weights = master.as_bool();
+    if (!config.master_weights && scenario.precision != Precision::PureBf16) {
+      master.fail("'training.master_weights' applies to precision pure_bf16 (the other precisions keep fp32 weights)");
+    }
+  }
+  return config;
+}
+
+WeightsConfig read_weights(const YamlNode& node) {
+  WeightsConfig config;
+  if (node.is_missing()) return config;
+  if (node.is_scalar()) {
+    config.format = weight_format_of(node.as_choice(kWeightFormats));
+  } else {
+    node.reject_unknown_keys({"format", "compute_dtype", "double_quant", "block_size", "skip_modules"});
+    YamlNode format = node.child("format");
+    if (format.is_missing()) node.fail("'weights' needs 'format' (" + std::string("fp32, fp16, bf16, int8, nf4 or fp4") + ")");
+    config.format = weight_format_of(format.as_choice(kWeightFormats));
+    YamlNode compute = node.child("compute_dtype");
+    if (!compute.is_missing()) config.compute_dtype = weight_format_of(compute.as_choice({"fp32", "fp16", "bf16"}));
+    YamlNode double_quant = node.child("double_quant");
+    if (!double_quant.is_missing()) {
+      if (config.format != WeightFormat::Nf4 && config.format != WeightFormat::Fp4) {
+        double_quant.fail("'weights.double_quant' applies to the 4-bit formats nf4 and fp4");
+      }
+      config.double_quant = double_quant.as_bool();
+    }
+    YamlNode block = node.child("block_size");
+    if (!block.is_missing()) {
+      if (config.format != WeightFormat::Nf4 && config.format != WeightFormat::Fp4) {
+        block.fail("'weights.block_size' applies to the 4-bit formats nf4 and fp4");
+      }
+      config.block_size = block.as_integer(16, 4096);
+    }
+    YamlNode skip = node.child("skip_modules");
+    if (!skip.is_missing()) config.skip_modules = string_list(skip);
+  }
+  return config;
+}
+
+LoadingConfig read_loading(const YamlNode& node) {
+  LoadingConfig config;
+  if (node.is_missing()) return config;
+  std::string method;
+  if (node.is_scalar()) {
+    method = node.as_choice({"on_device", "from_pretrained", "fp32_then_cast"});
+  } else {
+    node.reject_unknown_keys({"method"});
+    method = node.choice_or("method", "on_device", {"on_device", "from_pretrained", "fp32_then_cast"});
+  }
+  config.method = method == "fp32_then_cast" ? LoadMethod::BuiltThenCast : LoadMethod::OnDevice;
+  return config;
+}
+
+}  // namespace
+
+const std::vector<std::string>& job_section_keys() {
+  static const std::vector<std::string> keys = {"job", "training", "weights", "loading"};
+  return keys;
+}
+
+void read_job_sections(const YamlNode& root, Scenario& scenario) {
+  JobConfig& config = scenario.job;
+  config.job = read_job(root.child("job"), scenario);
+  config.training = read_training(root.child("training"), scenario);
+  config.weights = read_weights(root.child("weights"));
+  config.loading = read_loading(root.child("loading"));
+  const bool training_job = config.job.kind == JobKind::Train;
+  if (!training_job) {
+    YamlNode training = root.child("training");
+    if (!training.is_missing() && !training.child("trainable").is_missing() && config.job.kind == JobKind::Inference) {
+      training.child("trainable").fail("'training.trainable' does not apply to job inference (nothing trains under no_grad)");
+    }
+    if (scenario.grad_accum_steps != 1) root.child("grad_accum_steps").fail("'grad_accum_steps' applies to job train");
+  }
+  if (training_job && config.training.kind == TrainableKind::None && !config.training.lora.enabled) {
+    root.child("training").child("trainable").fail(
+        "'training.trainable' none leaves nothing to train; use job: inference or job: forward for forward passes");
+  }
+  if (config.loading.method == LoadMethod::BuiltThenCast) {
+    bool half = scenario.precision == Precision::PureBf16 || config.weights.format == WeightFormat::Fp16 ||
+                config.weights.format == WeightFormat::Bf16;
+    if (!half) {
+      root.child("loading").fail("'loading' fp32_then_cast needs 16-bit parameters (precision pure_bf16, or weights fp16/bf16)");
+    }
+    if (config.weights.quantized()) root.child("loading").fail("'loading' fp32_then_cast does not apply to quantized weights");
+  }
+  if (config.weights.quantized() && scenario.device.is_cpu) {
+    root.child("weights").fail("'weights' " + std::string(weight_format_name(config.weights.format)) +
+                               " is a bitsandbytes CUDA format; the cpu device cannot run it");
+  }
+  if (scenario.parallel.engine != ParallelEngine::None && (config.training.any_frozen() || !training_job)) {
+    root.child("parallel").fail(std::string("'parallel' with ") +
+                                (training_job ? "a trainable subset or LoRA" : "job " + std::string(job_kind_name(config.job.kind))) +
+                                " is not modelled (FSDP use_orig_params with frozen parameters is not yet planned)");
+  }
+  if (config.weights.quantized() && scenario.parallel.engine != ParallelEngine::None) {
+    root.child("weights").fail("quantized 'weights' with a 'parallel' engine is not modelled");
+  }
+}
+
+const char* job_kind_name(JobKind kind) {
+  switch (kind) {
+    case JobKind::Train: return "train";
+    case JobKind::Inference: return "inference";
+    case JobKind::Forward: return "forward";
+  }
+  return "?";
+}
+
+const char* weight_format_name(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::Default: return "default";
+    case WeightFormat::Fp32: return "fp32";
+    case WeightFormat::Fp16: return "fp16";
+    case WeightFormat::Bf16: return "bf16";
+    case WeightFormat::Int8: return "int8";
+    case WeightFormat::Nf4: return "nf4";
+    case WeightFormat::Fp4: return "fp4";
+  }
+  return "?";
+}
+
+}  // namespace oomcast::planner
