@@ -12,6 +12,7 @@
 #include "planner/checkpointing.h"
 #include "planner/families/families.h"
 #include "planner/forward_job.h"
+#include "planner/generate_job.h"
 #include "planner/graph_runner.h"
 #include "planner/model_setup.h"
 #include "planner/ops/graph_builder.h"
@@ -275,6 +276,7 @@ void LoopPlanner::run() {
 }  // namespace
 
 PlannedTrace plan_steps(const Scenario& scenario) {
+  if (scenario.job.job.kind == JobKind::Generate) return plan_generate_job(scenario);
   if (scenario.job.job.kind != JobKind::Train) return plan_forward_job(scenario);
   PlannedTrace out;
   {

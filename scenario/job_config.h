@@ -10,7 +10,21 @@
 
 namespace oomcast::planner {
 
-enum class JobKind { Train, Inference, Forward };
+enum class JobKind { Train, Inference, Forward, Generate };
+
+enum class KvCacheKind { Dynamic, Static };
+
+// `job: {kind: generate, ...}`: model.generate() with a KV cache.
+struct GenerateConfig {
+  int64_t prompt_len = 0;                  // 0: the scenario's seq_len
+  int64_t new_tokens = 32;
+  int64_t num_return_sequences = 1;        // sampled sequences per prompt (the batch is expanded)
+  int64_t num_beams = 1;                   // beam search: the batch is expanded, the cache reordered per step
+  KvCacheKind cache = KvCacheKind::Dynamic;  // torch.cat-grown (DynamicCache) or preallocated (StaticCache)
+  int64_t max_cache_len = 0;               // static: 0 = prompt_len + new_tokens
+  bool prefill_full_logits = true;         // false: lm_head on the last position only (logits_to_keep=1)
+  bool logits_fp32 = false;                // the model returns logits.float() (older HF Llama)
+};
 
 // The job section: `job: inference` or a map.
 struct JobSection {
@@ -20,6 +34,7 @@ struct JobSection {
   bool compute_loss = true;                // false: the model is called without labels (logits only)
   bool eval_mode = true;                   // model.eval() (dropout off); forward defaults to train()
   std::vector<std::string> held_outputs;   // what the loop binds until the next batch rebinds it
+  GenerateConfig generate;
 };
 
 // PEFT's LoraConfig keys, as PEFT names them.

@@ -5,18 +5,21 @@
 
 #include "scenario/model_families.h"
 
+#include "scenario/model_families.h"
+
 namespace oomcast::planner {
 
 namespace {
 
 constexpr int64_t kMaxBatches = 100000;
 
-const std::vector<std::string> kJobKinds = {"train", "inference", "forward"};
+const std::vector<std::string> kJobKinds = {"train", "inference", "forward", "generate"};
 const std::vector<std::string> kWeightFormats = {"fp32", "fp16", "bf16", "int8", "nf4", "fp4"};
 
 JobKind job_kind_of(const std::string& name) {
   if (name == "inference") return JobKind::Inference;
   if (name == "forward") return JobKind::Forward;
+  if (name == "generate") return JobKind::Generate;
   return JobKind::Train;
 }
 
@@ -44,8 +47,37 @@ JobSection read_job(const YamlNode& node, const Scenario& scenario) {
   if (node.is_scalar()) {
     job.kind = job_kind_of(node.as_choice(kJobKinds));
   } else {
-    node.reject_unknown_keys({"kind", "batches", "grad_mode", "outputs", "held_outputs", "model_mode"});
+    node.reject_unknown_keys({"kind", "batches", "grad_mode", "outputs", "held_outputs", "model_mode", "prompt_len",
+                              "new_tokens", "num_return_sequences", "num_beams", "cache", "max_cache_len",
+                              "prefill_logits", "logits_fp32"});
     job.kind = job_kind_of(node.choice_or("kind", "train", kJobKinds));
+    const std::vector<std::string> generate_keys = {"prompt_len", "new_tokens", "num_return_sequences", "num_beams",
+                                                    "cache", "max_cache_len", "prefill_logits", "logits_fp32"};
+    for (const std::string& key : generate_keys) {
+      YamlNode value = node.child(key);
+      if (!value.is_missing() && job.kind != JobKind::Generate) value.fail("'job." + key + "' applies only to kind generate");
+    }
+    if (job.kind == JobKind::Generate) {
+      for (const char* key : {"batches", "grad_mode", "outputs", "held_outputs", "model_mode"}) {
+        YamlNode value = node.child(key);
+        if (!value.is_missing()) value.fail("'job." + std::string(key) + "' does not apply to kind generate");
+      }
+      GenerateConfig& generate = job.generate;
+      generate.prompt_len = node.integer_or("prompt_len", 0, 1, 1 << 24);
+      generate.new_tokens = node.integer_or("new_tokens", 32, 1, 1 << 20);
+      generate.num_return_sequences = node.integer_or("num_return_sequences", 1, 1, 4096);
+      generate.num_beams = node.integer_or("num_beams", 1, 1, 256);
+      if (generate.num_beams > 1 && generate.num_return_sequences > generate.num_beams) {
+        node.child("num_return_sequences").fail("'job.num_return_sequences' cannot exceed 'job.num_beams' in beam search");
+      }
+      generate.cache = node.choice_or("cache", "dynamic", {"dynamic", "static"}) == "static" ? KvCacheKind::Static : KvCacheKind::Dynamic;
+      generate.max_cache_len = node.integer_or("max_cache_len", 0, 1, 1 << 24);
+      if (generate.max_cache_len > 0 && generate.cache != KvCacheKind::Static) {
+        node.child("max_cache_len").fail("'job.max_cache_len' applies to cache static");
+      }
+      generate.prefill_full_logits = node.choice_or("prefill_logits", "full", {"full", "last"}) == "full";
+      generate.logits_fp32 = node.bool_or("logits_fp32", false);
+    }
     if (job.kind == JobKind::Train) {
       for (const char* key : {"batches", "grad_mode", "outputs", "held_outputs", "model_mode"}) {
         YamlNode value = node.child(key);
@@ -70,7 +102,21 @@ JobSection read_job(const YamlNode& node, const Scenario& scenario) {
     YamlNode mode = node.child("model_mode");
     job.eval_mode = mode.is_missing() ? job.kind == JobKind::Inference : mode.as_choice({"eval", "train"}) == "eval";
   }
-  if (job.kind != JobKind::Train) {
+  if (job.kind == JobKind::Generate) {
+    job.eval_mode = true;
+    job.compute_loss = false;
+    if (job.generate.prompt_len == 0) job.generate.prompt_len = scenario.seq_len;
+    if (job.generate.cache == KvCacheKind::Static && job.generate.max_cache_len == 0) {
+      job.generate.max_cache_len = job.generate.prompt_len + job.generate.new_tokens;
+    }
+    if (job.generate.cache == KvCacheKind::Static &&
+        job.generate.max_cache_len < job.generate.prompt_len + job.generate.new_tokens) {
+      node.child("max_cache_len").fail("'job.max_cache_len' is shorter than prompt_len + new_tokens");
+    }
+    if (families::is_vision(scenario.model) || scenario.model.family == "mlp" || scenario.model.family == "bert") {
+      node.fail("job generate needs a decoder (gpt2 or llama family), not " + scenario.model.family);
+    }
+  } else if (job.kind != JobKind::Train) {
     if (node.is_scalar()) job.eval_mode = job.kind == JobKind::Inference;
     if (job.held_outputs.empty() && (node.is_scalar() || node.child("held_outputs").is_missing())) {
       job.held_outputs.push_back(job.compute_loss ? "loss" : "logits");
@@ -202,8 +248,8 @@ void read_job_sections(const YamlNode& root, Scenario& scenario) {
   const bool training_job = config.job.kind == JobKind::Train;
   if (!training_job) {
     YamlNode training = root.child("training");
-    if (!training.is_missing() && !training.child("trainable").is_missing() && config.job.kind == JobKind::Inference) {
-      training.child("trainable").fail("'training.trainable' does not apply to job inference (nothing trains under no_grad)");
+    if (!training.is_missing() && !training.child("trainable").is_missing() && config.job.kind != JobKind::Forward) {
+      training.child("trainable").fail("'training.trainable' does not apply to job " + std::string(job_kind_name(config.job.kind)) + " (nothing trains under no_grad)");
     }
     if (scenario.grad_accum_steps != 1) root.child("grad_accum_steps").fail("'grad_accum_steps' applies to job train");
   }
@@ -238,6 +284,7 @@ const char* job_kind_name(JobKind kind) {
     case JobKind::Train: return "train";
     case JobKind::Inference: return "inference";
     case JobKind::Forward: return "forward";
+    case JobKind::Generate: return "generate";
   }
   return "?";
 }

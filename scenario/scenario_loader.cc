@@ -448,7 +448,9 @@ void check_device_support(const YamlNode& root, const Scenario& scenario) {
   }
   if (scenario.attention == AttentionImpl::Flash) {
     YamlNode attention = root.child("attention");
-    if (scenario.precision == Precision::Fp32) {
+    const WeightFormat weights = scenario.job.weights.format;
+    const bool half_weights = weights == WeightFormat::Fp16 || weights == WeightFormat::Bf16 || scenario.job.weights.quantized();
+    if (scenario.precision == Precision::Fp32 && !half_weights) {
       YamlNode precision = root.child("precision");
       if (!precision.set_by().empty() && attention.set_by().empty()) {
         // The override made the clash: say so at the override, with the setting that resolves it.

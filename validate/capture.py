@@ -363,7 +363,11 @@ def run(cfg, hook, log):
     logits = loss = None
     setup_s = time.time() - t_setup
     t0 = time.time()
-    if job[0] != "train":
+    if job[0] == "generate":
+        jobs.run_generate_job(cfg, hook, model, dims, batch, gen)
+        losses.append(0.0)
+        iters = 0
+    elif job[0] != "train":
         jobs.run_forward_job(cfg, hook, model, lambda: make_batch(family, dims, batch, seq, gen), autocast, job)
         losses.append(0.0)
         iters = 0

@@ -5,6 +5,7 @@
 # the forward-only loops (job: inference / forward). Written from PEFT's documented behaviour,
 # device-agnostic.
 import contextlib
+import math
 import fnmatch
 
 import torch
@@ -160,3 +161,99 @@ def run_forward_job(cfg, hook, model, make_batch, autocast, settings):
             if not held:
                 logits = loss = None
     del logits, loss
+# (to be appended to validate/jobs.py)
+
+
+def _cached_attention(attn, x, cos, sin, cache, layer, pos, static):
+    """LlamaAttention.forward with a KV cache as Hugging Face's DynamicCache (torch.cat per step)
+    or StaticCache (preallocated, written in place) keeps it; attention over the filled part."""
+    from models import rotate_half
+    B, T, _ = x.shape
+    q = attn.q_proj(x).view(B, T, attn.heads, attn.hd).transpose(1, 2)
+    k = attn.k_proj(x).view(B, T, attn.kv_heads, attn.hd).transpose(1, 2)
+    v = attn.v_proj(x).view(B, T, attn.kv_heads, attn.hd).transpose(1, 2)
+    q = q * cos + rotate_half(q) * sin
+    k = k * cos + rotate_half(k) * sin
+    if static:
+        cache[layer][0][:, :, pos:pos + T] = k
+        cache[layer][1][:, :, pos:pos + T] = v
+        k, v = cache[layer][0][:, :, :pos + T], cache[layer][1][:, :, :pos + T]
+    elif cache[layer][0] is None:
+        cache[layer] = [k, v]
+    else:
+        cache[layer] = [torch.cat([cache[layer][0], k], dim=-2), torch.cat([cache[layer][1], v], dim=-2)]
+        k, v = cache[layer]
+    L = k.shape[-2]
+    if attn.kv_heads != attn.heads:
+        rep = attn.heads // attn.kv_heads
+        k = k[:, :, None].expand(B, attn.kv_heads, rep, L, attn.hd).reshape(B, attn.heads, L, attn.hd)
+        v = v[:, :, None].expand(B, attn.kv_heads, rep, L, attn.hd).reshape(B, attn.heads, L, attn.hd)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(attn.hd))
+    causal = torch.ones(T, L, dtype=torch.bool, device=x.device).triu(L - T + 1)
+    att = att.masked_fill(causal, float("-inf"))
+    att = torch.softmax(att, dim=-1)
+    y = att @ v
+    y = y.transpose(1, 2).contiguous().reshape(B, T, -1)
+    return attn.o_proj(y)
+
+
+def _cached_forward(model, ids, cache, pos, static, last_only):
+    """Llama forward over `ids` at positions pos.. with the cache (HF LlamaModel: inputs_embeds
+    stays bound while the layers run)."""
+    T = ids.shape[1]
+    inputs_embeds = model.embed_tokens(ids)
+    freqs = torch.outer(torch.arange(pos, pos + T, device=ids.device).float(), model.inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos()[None].to(inputs_embeds.dtype), emb.sin()[None].to(inputs_embeds.dtype)
+    x = inputs_embeds
+    for i, block in enumerate(model.layers):
+        x = x + _cached_attention(block.self_attn, block.input_layernorm(x), cos, sin, cache, i, pos, static)
+        x = x + block.mlp(block.post_attention_layernorm(x))
+    x = model.norm(x)
+    return model.lm_head(x[:, -1:, :] if last_only else x)
+
+
+def generate_settings(cfg):
+    job = cfg.get("job") or {}
+    return dict(prompt_len=int(job.get("prompt_len") or cfg.get("seq_len")), new_tokens=int(job.get("new_tokens", 32)),
+                sequences=int(job.get("num_return_sequences", 1)), beams=int(job.get("num_beams", 1)),
+                static=str(job.get("cache", "dynamic")) == "static", max_cache_len=job.get("max_cache_len"),
+                last_only=str(job.get("prefill_logits", "full")) == "last")
+
+
+def run_generate_job(cfg, hook, model, dims, batch, gen):
+    """`job: generate`: greedy decoding as HF's generate loop runs it (next_token_logits =
+    logits[:, -1, :].clone().float(); input_ids grown with torch.cat; the step's locals live
+    until the next step rebinds them)."""
+    from models import _dim
+    g = generate_settings(cfg)
+    if g["beams"] > 1:
+        raise ValueError("the CPU capture runs greedy/sampled generation, not beam search")
+    seqs = batch * g["sequences"]
+    V = _dim(dims, "vocab")
+    layers = len(model.layers)
+    attn = model.layers[0].self_attn
+    dtype = model.embed_tokens.weight.dtype
+    model.eval()
+    with torch.no_grad():
+        hook.mark("iter0/prefill")
+        cache = [[None, None] for _ in range(layers)]
+        if g["static"]:
+            M = int(g["max_cache_len"] or g["prompt_len"] + g["new_tokens"])
+            cache = [[torch.zeros(seqs, attn.kv_heads, M, attn.hd, dtype=dtype),
+                      torch.zeros(seqs, attn.kv_heads, M, attn.hd, dtype=dtype)] for _ in range(layers)]
+        input_ids = torch.randint(0, V, (seqs, g["prompt_len"]), generator=gen)
+        next_token_logits = next_tokens = None
+        for step in range(g["new_tokens"]):
+            if step:
+                hook.mark(f"iter{step}/decode")
+                step_ids = input_ids[:, -1:].clone()
+                pos = g["prompt_len"] + step - 1
+            else:
+                step_ids, pos = input_ids, 0
+            logits = _cached_forward(model, step_ids, cache, pos, g["static"], g["last_only"] and step == 0)
+            next_token_logits = logits[:, -1, :].clone().float()
+            del logits, step_ids
+            next_tokens = torch.argmax(next_token_logits, dim=-1)
+            input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
+        del cache, next_token_logits, next_tokens, input_ids

@@ -1,0 +1,290 @@
+// model.generate() as Hugging Face runs it, under no_grad with model.eval():
+//   iter0/prefill:  logits = model(input_ids)                 # [b', prompt, vocab], or the last position
+//                   next = logits[:, -1, :].clone().float(); del logits; tokens = argmax(next)
+//                   input_ids = torch.cat([input_ids, tokens[:, None]], -1)
+//   iter{t}/decode: the same on one new token per sequence, attending over the cache
+// b' = batch x num_return_sequences (sampling) or x num_beams (beam search). The cache is the
+// graph's, layer by layer (one layer per block unit): DynamicCache.update grows each layer's
+// K and V with torch.cat (a new, one-token-longer tensor; the old one freed), StaticCache
+// preallocates [b', kv_heads, max_cache_len, head_dim] per layer before the prefill and writes
+// in place. Grouped-query models repeat the whole cache to every query head per layer and step
+// (repeat_kv's expand + reshape copies). Beam search reorders the cache after every step
+// (index_select: a copy of each layer's K and V).
+#include "planner/generate_job.h"
+
+#include <string>
+#include <vector>
+
+#include "base/input_error.h"
+#include "planner/checkpointing.h"
+#include "planner/families/families.h"
+#include "planner/graph_prune.h"
+#include "planner/graph_runner.h"
+#include "planner/model_setup.h"
+#include "planner/schedule_writer.h"
+#include "planner/trainable_policy.h"
+
+namespace oomcast::planner {
+
+namespace {
+
+struct CacheShape {
+  int64_t layers = 0;
+  uint64_t bytes_per_token = 0;     // one layer's K (or V) per sequence position, all sequences
+  uint64_t repeated_per_token = 0;  // repeat_kv's copy per position (0 without grouped-query attention)
+};
+
+// Walks the forward and keeps the cache: before each block's first attention product the
+// block's K and V are updated, and (grouped-query) repeated to every head until the block ends.
+class KvCacheHooks : public RunnerHooks {
+ public:
+  KvCacheHooks(const CacheShape& shape, const GenerateConfig& config, ScheduleWriter* writer)
+      : shape_(shape), config_(config), writer_(writer) {
+    key_.assign(static_cast<size_t>(shape.layers), UINT32_MAX);
+    value_.assign(static_cast<size_t>(shape.layers), UINT32_MAX);
+  }
+
+  // The forward about to run (prefill or decode): where each block's cache update happens.
+  // `graph_seq`: the positions the graph itself computes K and V for (the prompt, or 1).
+  void attach(const LayerGraph& graph, int64_t graph_seq) {
+    graph_seq_ = graph_seq;
+    const auto units = static_cast<size_t>(graph.num_units);
+    update_at_.assign(graph.ops.size(), -1);
+    unit_end_.assign(graph.ops.size(), -1);
+    std::vector<uint8_t> seen(units, 0);
+    std::vector<int32_t> last(units, -1);
+    for (uint32_t op = 0; op < graph.ops.size(); ++op) {
+      const OpNode& node = graph.ops[op];
+      if (node.unit < 0 || static_cast<size_t>(node.unit) >= key_.size()) continue;
+      auto unit = static_cast<size_t>(node.unit);
+      last[unit] = static_cast<int32_t>(op);
+      if (!seen[unit] && (node.kind == OpKind::Matmul || node.kind == OpKind::Attention)) {
+        seen[unit] = 1;
+        update_at_[op] = node.unit;
+      }
+    }
+    for (size_t unit = 0; unit < units; ++unit) {
+      if (last[unit] >= 0) unit_end_[static_cast<size_t>(last[unit])] = static_cast<int32_t>(unit);
+    }
+  }
+
+  // Static cache: every layer's K and V exist before the prefill.
+  void preallocate() {
+    for (size_t unit = 0; unit < key_.size(); ++unit) {
+      const uint64_t bytes = shape_.bytes_per_token * static_cast<uint64_t>(config_.max_cache_len);
+      key_[unit] = writer_->alloc(name("k", unit), bytes, TensorCategory::Buffer);
+      value_[unit] = writer_->alloc(name("v", unit), bytes, TensorCategory::Buffer);
+    }
+  }
+
+  void set_length(int64_t length) { length_ = length; }
+
+  void before_forward_op(uint32_t op) override {
+    const int32_t unit = update_at_[op];
+    if (unit < 0) return;
+    auto u = static_cast<size_t>(unit);
+    // The prefill's DynamicCache keeps the graph's own K and V (key_cache.append(key_states)):
+    // they are counted as cache once the block ends (after_forward_op). A decode step's
+    // torch.cat makes a new, one-token-longer tensor while the old one still exists.
+    if (config_.cache == KvCacheKind::Dynamic && key_[u] != UINT32_MAX) grow(u);
+    // repeat_kv copies every cached position to every head; the graph repeats its own positions.
+    if (shape_.repeated_per_token > 0 && length_ > graph_seq_) {
+      const uint64_t bytes = shape_.repeated_per_token * static_cast<uint64_t>(length_ - graph_seq_);
+      repeated_.push_back(writer_->alloc(writer_->intern("kv_cache.repeat_k"), bytes, TensorCategory::Temporary));
+      repeated_.push_back(writer_->alloc(writer_->intern("kv_cache.repeat_v"), bytes, TensorCategory::Temporary));
+    }
+  }
+  void after_forward_op(uint32_t op) override {
+    const int32_t unit = unit_end_[op];
+    if (unit < 0) return;
+    for (uint32_t slot : repeated_) writer_->free(slot);
+    repeated_.clear();
+    auto u = static_cast<size_t>(unit);
+    if (config_.cache == KvCacheKind::Dynamic && key_[u] == UINT32_MAX) grow(u);
+  }
+  void before_backward_op(uint32_t, bool) override {}
+  void after_backward_op(uint32_t) override {}
+  void parameter_grad_ready(int32_t) override {}
+
+  void grow(size_t u) {
+    const uint64_t bytes = shape_.bytes_per_token * static_cast<uint64_t>(length_);
+    uint32_t key = writer_->alloc(name("k", u), bytes, TensorCategory::Buffer);
+    if (key_[u] != UINT32_MAX) writer_->free(key_[u]);
+    key_[u] = key;
+    uint32_t value = writer_->alloc(name("v", u), bytes, TensorCategory::Buffer);
+    if (value_[u] != UINT32_MAX) writer_->free(value_[u]);
+    value_[u] = value;
+  }
+
+  // Beam search's cache.reorder_cache(beam_idx): index_select makes a copy of every layer.
+  void reorder() {
+    const int64_t length = config_.cache == KvCacheKind::Static ? config_.max_cache_len : length_;
+    const uint64_t bytes = shape_.bytes_per_token * static_cast<uint64_t>(length);
+    for (size_t unit = 0; unit < key_.size(); ++unit) {
+      for (std::vector<uint32_t>* slots : {&key_, &value_}) {
+        uint32_t copy = writer_->alloc(name(slots == &key_ ? "k" : "v", unit), bytes, TensorCategory::Buffer);
+        writer_->free((*slots)[unit]);
+        (*slots)[unit] = copy;
+      }
+    }
+  }
+
+  void release() {
+    for (std::vector<uint32_t>* slots : {&key_, &value_}) {
+      for (uint32_t& slot : *slots) {
+        if (slot != UINT32_MAX) writer_->free(slot);
+        slot = UINT32_MAX;
+      }
+    }
+  }
+
+ private:
+  uint32_t name(const char* which, size_t unit) {
+    return writer_->intern("kv_cache.layers." + std::to_string(unit) + "." + which);
+  }
+
+  CacheShape shape_;
+  const GenerateConfig& config_;
+  ScheduleWriter* writer_;
+  std::vector<int32_t> update_at_;  // per op: the unit whose cache is updated before it, -1
+  std::vector<int32_t> unit_end_;   // per op: the unit it ends, -1
+  std::vector<uint32_t> key_, value_;
+  std::vector<uint32_t> repeated_;
+  int64_t length_ = 0;
+  int64_t graph_seq_ = 0;
+};
+
+LayerGraph generation_graph(const Scenario& s, int64_t batch, int64_t seq, bool last_logits_only) {
+  Scenario expanded = s;
+  expanded.batch_size = batch;
+  GraphBuilder builder(scenario_build_context(expanded, seq, /*training=*/false, /*grad_enabled=*/false));
+  families::build_forward(builder, expanded.model);
+  LayerGraph graph = builder.finish();
+  drop_loss(graph);
+  auto logits = graph.named_outputs.find("logits");
+  if (last_logits_only && logits != graph.named_outputs.end() && seq > 1) {
+    // logits_to_keep=1: lm_head runs on hidden_states[:, -1:, :] only.
+    graph.tensors[logits->second].numel /= static_cast<uint64_t>(seq);
+  }
+  return graph;
+}
+
+int64_t dim_or(const ModelConfig& model, const char* name, int64_t fallback) {
+  auto found = model.dims.find(name);
+  return found == model.dims.end() ? fallback : found->second;
+}
+
+}  // namespace
+
+PlannedTrace plan_generate_job(const Scenario& s) {
+  const GenerateConfig& config = s.job.job.generate;
+  if (s.batch_size <= 0) throw InputError(SourceLocation{}, "batch_size", "batch_size must be positive");
+  const int64_t prompt = config.prompt_len > 0 ? config.prompt_len : s.seq_len;
+  const int64_t sequences = s.batch_size * (config.num_beams > 1 ? config.num_beams : config.num_return_sequences);
+  LayerGraph prefill = generation_graph(s, sequences, prompt, !config.prefill_full_logits);
+  LayerGraph decode = generation_graph(s, sequences, 1, false);
+
+  const PrecisionRules rules = job_precision_rules(s);
+  const DType cache_dtype = rules.autocast ? rules.low_dtype : rules.parameter_dtype;
+  const int64_t heads = dim_or(s.model, "heads", 1);
+  const int64_t kv_heads = dim_or(s.model, "kv_heads", heads);
+  const int64_t head_dim = dim_or(s.model, "hidden", heads) / heads;
+  CacheShape shape;
+  shape.layers = prefill.num_units;
+  shape.bytes_per_token = static_cast<uint64_t>(sequences * kv_heads * head_dim) * dtype_bytes(cache_dtype);
+  if (kv_heads != heads) shape.repeated_per_token = static_cast<uint64_t>(sequences * heads * head_dim) * dtype_bytes(cache_dtype);
+
+  PlannedTrace out;
+  out.parameter_count = prefill.parameter_count();
+  ScheduleWriter writer(&out);
+  writer.reserve(prefill.ops.size() * 3 + decode.ops.size() * 3 * static_cast<size_t>(config.new_tokens) +
+                 prefill.parameters.size() * 2);
+  writer.set_iteration(0);
+  writer.begin_phase("setup");
+  allocate_model(s, prefill, &writer, /*parameters=*/true);
+
+  ModelState model;
+  model.grad_slot.assign(prefill.parameters.size(), -1);
+  model.gpu_workspaces = !s.device.is_cpu && s.device.cublas_workspace_bytes > 0 && s.device.cublas_workspaces > 0;
+  model.workspace_bytes = s.device.cublas_workspace_bytes;
+  model.workspace_count = s.device.cublas_workspaces > 0 ? 1 : 0;
+  const std::vector<std::string> held = {"logits"};
+  ExecutionOrder prefill_order = compute_execution_order(prefill);
+  CheckpointPlan prefill_checkpoints = plan_checkpointing(prefill, prefill_order, CheckpointConfig{});
+  ExecutionOrder decode_order = compute_execution_order(decode);
+  CheckpointPlan decode_checkpoints = plan_checkpointing(decode, decode_order, CheckpointConfig{});
+  KvCacheHooks cache(shape, config, &writer);
+  GraphRunner prefill_runner(prefill, std::move(prefill_order), prefill_checkpoints, &model, &writer, held);
+  GraphRunner decode_runner(decode, std::move(decode_order), decode_checkpoints, &model, &writer, held);
+
+  const uint64_t vocab_fp32 = static_cast<uint64_t>(sequences * dim_or(s.model, "vocab", 1)) * 4;
+  uint32_t input_ids = UINT32_MAX;
+  uint32_t previous_logits = UINT32_MAX;
+  uint32_t previous_tokens = UINT32_MAX;
+  for (int64_t step = 0; step < config.new_tokens; ++step) {
+    const bool first = step == 0;
+    const LayerGraph& graph = first ? prefill : decode;
+    GraphRunner& runner = first ? prefill_runner : decode_runner;
+    writer.set_iteration(static_cast<int32_t>(step));
+    writer.set_slot_prefix("i" + std::to_string(step) + "/");
+    writer.begin_phase(first ? "iter0/prefill" : "iter" + std::to_string(step) + "/decode");
+    if (first) {
+      if (config.cache == KvCacheKind::Static) cache.preallocate();
+      input_ids = writer.alloc(writer.intern("input_ids"), static_cast<uint64_t>(sequences * prompt) * 8, TensorCategory::Input);
+    }
+    // The step's model inputs: the prompt (prefill) or the new tokens (decode), as the graph loads them.
+    std::vector<uint32_t> step_inputs;
+    if (!first) {
+      for (TensorId input : graph.inputs) {
+        step_inputs.push_back(writer.alloc(writer.intern(graph.names[graph.tensors[input].name]), graph.tensors[input].bytes(),
+                                           TensorCategory::Input));
+      }
+    }
+    cache.set_length(prompt + step);
+    cache.attach(graph, first ? prompt : 1);
+    model.hooks = &cache;
+    runner.forward();
+    model.hooks = nullptr;
+    std::vector<uint32_t> outputs;
+    for (const auto& [name, slot] : runner.finish_step()) outputs.push_back(slot);
+    for (uint32_t slot : runner.take_all_live()) outputs.push_back(slot);
+    // next_token_logits = outputs.logits[:, -1, :].clone().float(); del outputs. The loop's
+    // locals (next_token_logits, next_tokens) live until the next step rebinds them.
+    const TensorDesc& logits = graph.tensors[graph.named_outputs.at("logits")];
+    uint32_t next_logits = UINT32_MAX;
+    if (logits.dtype == DType::Float32 || config.logits_fp32) {
+      next_logits = writer.alloc(writer.intern("next_token_logits"), vocab_fp32, TensorCategory::Activation);
+    } else {
+      uint32_t clone = writer.alloc(writer.intern("next_token_logits.clone"), vocab_fp32 / 4 * dtype_bytes(logits.dtype),
+                                    TensorCategory::Temporary);
+      next_logits = writer.alloc(writer.intern("next_token_logits"), vocab_fp32, TensorCategory::Activation);
+      writer.free(clone);
+    }
+    if (previous_logits != UINT32_MAX) writer.free(previous_logits);
+    previous_logits = next_logits;
+    for (uint32_t slot : outputs) writer.free(slot);
+    for (uint32_t slot : step_inputs) writer.free(slot);
+    uint32_t beam_scores = UINT32_MAX;
+    if (config.num_beams > 1) {
+      beam_scores = writer.alloc(writer.intern("beam_search.log_softmax"), vocab_fp32, TensorCategory::Temporary);
+    }
+    uint32_t tokens = writer.alloc(writer.intern("next_tokens"), static_cast<uint64_t>(sequences) * 8, TensorCategory::Activation);
+    if (beam_scores != UINT32_MAX) writer.free(beam_scores);
+    if (previous_tokens != UINT32_MAX) writer.free(previous_tokens);
+    previous_tokens = tokens;
+    // input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
+    uint32_t grown = writer.alloc(writer.intern("input_ids"), static_cast<uint64_t>(sequences * (prompt + step + 1)) * 8,
+                                  TensorCategory::Input);
+    writer.free(input_ids);
+    input_ids = grown;
+    if (config.num_beams > 1) cache.reorder();
+  }
+  writer.begin_phase("end");
+  cache.release();
+  writer.free(input_ids);
+  if (previous_logits != UINT32_MAX) writer.free(previous_logits);
+  if (previous_tokens != UINT32_MAX) writer.free(previous_tokens);
+  return out;
+}
+
+}  // namespace oomcast::planner

@@ -1,0 +1,75 @@
+// Tests of the generation job: the KV cache grows by one token per decode step (torch.cat
+// cache) or not at all (static cache), the prefill's full logits outweigh the decode steps.
+#include <catch2/catch.hpp>
+
+#include "planner/planner_test_support.h"
+
+using namespace oomcast::planner;
+using oomcast::planner::testing::check_schedule;
+using oomcast::planner::testing::cpu_scenario;
+
+namespace {
+
+Scenario generate_scenario(KvCacheKind cache) {
+  // llama-tiny: 2 layers, hidden 64, 4 heads of 16, 2 kv heads, vocab 256; batch 2, fp32.
+  Scenario s = cpu_scenario("llama-tiny", 2, 16);
+  s.job.job.kind = JobKind::Generate;
+  s.job.job.compute_loss = false;
+  GenerateConfig& g = s.job.job.generate;
+  g.prompt_len = 16;
+  g.new_tokens = 6;
+  g.cache = cache;
+  g.max_cache_len = 22;
+  return s;
+}
+
+uint64_t live_at(const testing::ScheduleCheck& check, const std::string& mark) {
+  auto found = check.live_at_mark.find(mark);
+  REQUIRE(found != check.live_at_mark.end());
+  return found->second;
+}
+
+}  // namespace
+
+TEST_CASE("a torch.cat cache grows by one token of K and V per layer every decode step", "[planner][generate]") {
+  testing::ScheduleCheck check = check_schedule(plan_steps(generate_scenario(KvCacheKind::Dynamic)));
+  REQUIRE(check.ok);
+  // Per token: K and V of 2 sequences x 2 kv heads x 16 dims x 4 B = 256 B each, in 2 layers
+  // = 1,024 B; input_ids grows by 2 x 8 B.
+  for (int step = 2; step < 6; ++step) {
+    INFO("step " << step);
+    CHECK(live_at(check, "iter" + std::to_string(step) + "/decode") -
+              live_at(check, "iter" + std::to_string(step - 1) + "/decode") ==
+          1024 + 16);
+  }
+}
+
+TEST_CASE("a static cache is allocated once and only input_ids grows over the decode steps", "[planner][generate]") {
+  testing::ScheduleCheck check = check_schedule(plan_steps(generate_scenario(KvCacheKind::Static)));
+  REQUIRE(check.ok);
+  for (int step = 2; step < 6; ++step) {
+    CHECK(live_at(check, "iter" + std::to_string(step) + "/decode") -
+              live_at(check, "iter" + std::to_string(step - 1) + "/decode") ==
+          16);
+  }
+  // 22 positions x 1,024 B of cache exist before the prompt is loaded.
+  CHECK(live_at(check, "iter1/decode") > 22 * 1024);
+}
+
+TEST_CASE("the prefill's logits cover every prompt position, or only the last with logits_to_keep",
+          "[planner][generate]") {
+  Scenario full = generate_scenario(KvCacheKind::Dynamic);
+  Scenario last = full;
+  last.job.job.generate.prefill_full_logits = false;
+  auto prefill_logits_bytes = [](const PlannedTrace& planned) {
+    for (const oomcast::sim::Event& event : planned.trace.events) {
+      if (event.kind == oomcast::sim::EventKind::Alloc && planned.trace.slot_names[event.slot] == "i0/lm_head.out") {
+        return event.bytes;
+      }
+    }
+    return uint64_t{0};
+  };
+  // [2, 16, 256] fp32 = 32 KiB; the last position: [2, 1, 256] = 2 KiB.
+  CHECK(prefill_logits_bytes(plan_steps(full)) == 2 * 16 * 256 * 4);
+  CHECK(prefill_logits_bytes(plan_steps(last)) == 2 * 1 * 256 * 4);
+}
