@@ -195,10 +195,6 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
   // Gemma: hidden_states * normalizer (a 0-dim tensor of sqrt(hidden)).
   if (s.scale_embedding) x = ops::scale(g, "embed_scale", x);
   g.begin_scope();
-  // LlamaModel.forward's `inputs_embeds` stays bound while the layers run (the loop rebinds
-  // `hidden_states`), so the embedding output lives until the forward returns; it shows under
-  // no_grad (capture llama-tiny-inference), where nothing saves it.
-  g.hold(x);
   // cos and sin [1, s, head_dim], computed once per forward in the embeddings' dtype and
   // shared by every layer; held by the model's forward locals.
   const DType table_dtype = g.tensor(x).dtype;
