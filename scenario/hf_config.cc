@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/bounded_file.h"
 #include "base/input_error.h"
 #include "scenario/hf_readers.h"
 
@@ -45,11 +46,10 @@ std::string joined(const std::vector<std::string>& names) {
 
 ModelConfig load_hf_config(const std::string& path) {
   const SourceLocation file{path, 0, 0, -1};
-  std::ifstream in(path);
-  if (!in) throw InputError(file, "", "cannot read config.json");
+  const std::string text = read_text_file(path, "", "config.json");
   nlohmann::json config;
   try {
-    config = nlohmann::json::parse(in);
+    config = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& error) {
     throw InputError(file, "", std::string("invalid JSON: ") + error.what());
   }

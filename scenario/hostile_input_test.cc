@@ -53,6 +53,12 @@ TEST_CASE("eval.batches beyond its limit is refused naming the key", "[hostile]"
   CHECK(error.find("1048576") != std::string::npos);
 }
 
+TEST_CASE("A model file whose key is a sequence is bad input naming the file, not a crash", "[hostile]") {
+  std::string error = error_of([] { load_scenario(kHostile + "model_key_is_a_sequence.yaml"); });
+  CHECK(error.find("model_with_a_sequence_key.yaml:2") != std::string::npos);
+  CHECK(error.find("a model file's keys are names") != std::string::npos);
+}
+
 TEST_CASE("gradient_accumulation_steps in a DeepSpeed JSON obeys the grad_accum_steps limit", "[hostile]") {
   std::string error = error_of([] { load_scenario(kHostile + "ds_accum_2m.yaml"); });
   CHECK(error.find("ds_accum_2m.json:1: error: 'gradient_accumulation_steps' 2000000 exceeds the limit of 1048576") !=

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "base/bounded_file.h"
 #include "base/edit_distance.h"
 #include "base/input_error.h"
 #include "scenario/graph_file.h"
@@ -59,11 +60,9 @@ std::string option_text(const std::string& text) {
 ModelConfig load_model_yaml(const std::string& path) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = YAML::Load(read_text_file(path, "", "model file"));
   } catch (const YAML::ParserException& error) {
     throw InputError(SourceLocation{path, error.mark.line + 1, error.mark.column + 1, -1}, "", error.msg);
-  } catch (const YAML::BadFile&) {
-    throw InputError(SourceLocation{path, 0, 0, -1}, "", "cannot read model file");
   }
   if (!root.IsMap()) throw InputError(SourceLocation{path, 1, 1, -1}, "", "a model file is a mapping");
   const std::vector<std::string> keys{"name", "family", "dims", "options"};
@@ -71,6 +70,8 @@ ModelConfig load_model_yaml(const std::string& path) {
   model.source = path;
   model.name = fs::path(path).stem().string();
   for (const auto& entry : root) {
+    // A key that is a sequence or a mapping (`? [a, b]`) is no key of ours.
+    if (!entry.first.IsScalar()) throw InputError(at(path, entry.first), "", "a model file's keys are names");
     std::string key = entry.first.as<std::string>();
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
       throw InputError(at(path, entry.first), key, "unknown key '" + key + "' in model" + did_you_mean(key, keys));
@@ -90,9 +91,10 @@ ModelConfig load_model_yaml(const std::string& path) {
         model.options[entry.first.as<std::string>()] = option_text(entry.second.as<std::string>());
       }
     }
-  } catch (const YAML::BadConversion& error) {
+  } catch (const YAML::Exception& error) {
+    // Every other yaml-cpp complaint (a non-scalar name or dimension, a wrong type) is bad input too.
     throw InputError(SourceLocation{path, error.mark.line + 1, error.mark.column + 1, -1}, "",
-                     "wrong type in model file (dimensions are integers)");
+                     "wrong type in model file (names are text, dimensions are integers)");
   }
   validate_model(model, path, &root);
   return model;
