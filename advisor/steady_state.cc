@@ -94,6 +94,15 @@ class SteadyStateWatch {
           break;
         case sim::EventKind::Mark: current_.push_back(Step{3, 0, 0}); break;
         case sim::EventKind::EmptyCache: current_.push_back(Step{4, 0, 0}); break;
+        case sim::EventKind::RecordStream:
+        case sim::EventKind::FreeRequested:
+        case sim::EventKind::FreeCompleted:
+        case sim::EventKind::StreamSync:
+        case sim::EventKind::DeviceSync:
+          // Deferred frees make the allocator's state depend on when streams synchronise, which
+          // the block comparison below does not capture: such a plan is replayed in full.
+          broken_ = true;
+          break;
       }
     }
     if (event.kind == sim::EventKind::Alloc) {
@@ -114,6 +123,7 @@ class SteadyStateWatch {
 
   // The cycle found, with the last `period` records of the plan as its template.
   std::optional<SteadyIteration> found() const {
+    if (broken_) return std::nullopt;
     std::optional<SteadyIteration> cycle = found_;
     if (!cycle) cycle = approximate();
     if (!cycle) return std::nullopt;
