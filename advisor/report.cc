@@ -54,12 +54,25 @@ std::string header(const Prediction& prediction) {
                       has_attention ? fmt::format(", {} attention", attention_name(s.attention)) : "", s.dropout);
   std::string checkpointing = checkpoint_mode_name(s.checkpointing.mode);
   if (s.checkpointing.mode == CheckpointMode::EveryN) checkpointing += fmt::format(" ({})", s.checkpointing.every_n);
-  text += fmt::format("training  {} ({}), checkpointing {}, zero_grad {}, {} iterations{}\n",
-                      optimizer_type_name(s.optimizer.type), optimizer_impl_name(s.optimizer.impl), checkpointing,
-                      s.loop.zero_grad_set_to_none ? "set_to_none" : "zero", s.iterations,
-                      s.eval.enabled ? fmt::format(", eval {} batch(es){}", s.eval.batches,
-                                                   s.eval.no_grad ? "" : " with grad")
-                                     : "");
+  const JobSection& job = s.job.job;
+  if (job.kind == JobKind::Generate) {
+    // A generation job has no optimizer, zero_grad or iterations to show: its sizes instead.
+    text += fmt::format("job       generate: {} new tokens after a {}-token prompt, {} sequence(s) x {} beam(s), {} KV cache\n",
+                        job.generate.new_tokens, job.generate.prompt_len > 0 ? job.generate.prompt_len : s.seq_len,
+                        job.generate.num_return_sequences, job.generate.num_beams,
+                        job.generate.cache == KvCacheKind::Dynamic ? "torch.cat (dynamic)" : "static");
+  } else if (job.kind != JobKind::Train) {
+    text += fmt::format("job       {}: {} forward pass(es), {}\n", job.kind == JobKind::Inference ? "inference" : "forward",
+                        job.batches > 0 ? job.batches : s.iterations,
+                        job.kind == JobKind::Inference ? "no grad, no optimizer" : "grad enabled, no optimizer");
+  } else {
+    text += fmt::format("training  {} ({}), checkpointing {}, zero_grad {}, {} iterations{}\n",
+                        optimizer_type_name(s.optimizer.type), optimizer_impl_name(s.optimizer.impl), checkpointing,
+                        s.loop.zero_grad_set_to_none ? "set_to_none" : "zero", s.iterations,
+                        s.eval.enabled ? fmt::format(", eval {} batch(es){}", s.eval.batches,
+                                                     s.eval.no_grad ? "" : " with grad")
+                                       : "");
+  }
   if (s.device.is_cpu) {
     text += "device    cpu: exact accounting (every block is its request; no cache, no CUDA context)\n";
   } else {
