@@ -10,8 +10,10 @@
 #include "base/input_error.h"
 #include "sim/snapshot.h"
 #include "sim/snapshot_replay.h"
+#include "sim/snapshot_test_support.h"
 
 using namespace oomcast::sim;
+using oomcast::sim::testing::require_reproduced;
 
 namespace {
 constexpr uint64_t MiB = 1ull << 20;
@@ -88,17 +90,6 @@ Snapshot devlog_recording(size_t from_entry = 0) {
 
 SnapshotReplayReport replay(const Snapshot& snapshot, int device = 0) {
   return replay_snapshot(snapshot, snapshot_allocator_config(snapshot), "constructed", device, true);
-}
-
-void require_reproduced(const SnapshotReplayReport& report) {
-  INFO("first mismatch: " << (report.first_mismatch ? report.first_mismatch->recorded + " vs " +
-                                                          report.first_mismatch->simulated
-                                                    : std::string("none")));
-  CHECK_FALSE(report.first_mismatch);
-  CHECK(report.segment_decisions_matched == report.recorded_segment_decisions);
-  CHECK(report.replay.peak_reserved_bytes == report.recorded_peak_reserved_bytes);
-  CHECK(report.replay.peak_allocated_bytes == report.recorded_peak_allocated_bytes);
-  CHECK(report.block_addresses_matched == report.block_addresses_checked);
 }
 
 }  // namespace

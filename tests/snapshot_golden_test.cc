@@ -5,8 +5,10 @@
 
 #include "sim/snapshot.h"
 #include "sim/snapshot_replay.h"
+#include "sim/snapshot_test_support.h"
 
 using namespace oomcast::sim;
+using oomcast::sim::testing::require_reproduced;
 
 namespace {
 
@@ -15,17 +17,6 @@ std::string fixture(const std::string& name) { return std::string(OOMCAST_SOURCE
 SnapshotReplayReport replay_fixture(const std::string& name) {
   Snapshot snapshot = read_snapshot(fixture(name));
   return replay_snapshot(snapshot, snapshot_allocator_config(snapshot), name, 0, /*check_invariants=*/true);
-}
-
-void require_reproduced(const SnapshotReplayReport& report) {
-  INFO("first mismatch: " << (report.first_mismatch ? report.first_mismatch->recorded + " vs " +
-                                                          report.first_mismatch->simulated
-                                                    : std::string("none")));
-  CHECK_FALSE(report.first_mismatch);
-  CHECK(report.segment_decisions_matched == report.recorded_segment_decisions);
-  CHECK(report.replay.peak_reserved_bytes == report.recorded_peak_reserved_bytes);
-  CHECK(report.replay.peak_allocated_bytes == report.recorded_peak_allocated_bytes);
-  CHECK(report.block_addresses_matched == report.block_addresses_checked);
 }
 
 }  // namespace
