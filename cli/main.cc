@@ -11,6 +11,7 @@
 #include "base/input_error.h"
 #include "cli/commands.h"
 #include "cli/flag_suggestions.h"
+#include "cli/terminal_progress.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  oomcast::cli::install_terminal_progress();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -51,11 +53,14 @@ int main(int argc, char** argv) {
     int code = app.exit(error);
     return code == 0 ? 0 : 2;
   } catch (const oomcast::InputError& error) {
+    oomcast::cli::erase_terminal_progress();
     std::fprintf(stderr, "%s\n", error.what());
     return 2;
   } catch (const std::exception& error) {
+    oomcast::cli::erase_terminal_progress();
     std::fprintf(stderr, "internal error: %s\n", error.what());
     return 3;
   }
+  oomcast::cli::erase_terminal_progress();
   return exit_code;
 }

@@ -9,6 +9,7 @@
 
 #include "base/edit_distance.h"
 #include "base/input_error.h"
+#include "base/progress.h"
 #include "planner/checkpointing.h"
 #include "planner/families/families.h"
 #include "planner/forward_job.h"
@@ -204,6 +205,7 @@ void LoopPlanner::run() {
   std::vector<std::pair<std::string, uint32_t>> held;
   bool scaler_created = false;
   for (int64_t iteration = 0; iteration < s.iterations; ++iteration) {
+    report_progress("planning iterations", static_cast<uint64_t>(iteration), static_cast<uint64_t>(s.iterations));
     writer_.set_iteration(static_cast<int32_t>(iteration));
     if (s.loop.zero_grad_before_forward) {
       writer_.begin_phase(phase_label(iteration, -1, "zero_grad"));
@@ -271,6 +273,7 @@ void LoopPlanner::run() {
     }
   }
   writer_.begin_phase("end");
+  end_progress("planning iterations");
 }
 
 }  // namespace

@@ -92,6 +92,15 @@ TEST_CASE("bert and vit schedules are valid with dropout and flash attention", "
   require_valid(plan_steps(vit));
 }
 
+TEST_CASE("the CPU flash kernel plans an fp32 step, which CUDA's flash kernel refuses", "[planner][schedule]") {
+  Scenario scenario = cpu_scenario("gpt2-tiny", 2, 32, Precision::Fp32, AttentionImpl::Flash);
+  require_valid(plan_steps(scenario));
+  scenario.device.is_cpu = false;
+  scenario.device.profile = "a100-80gb";
+  scenario.device.compute_capability = 80;
+  CHECK_THROWS_AS(plan_steps(scenario), oomcast::InputError);
+}
+
 TEST_CASE("at the end only parameters, buffers, grads, optimizer state and caller-held tensors live",
           "[planner][schedule]") {
   Scenario scenario = cpu_scenario("gpt2-tiny", 2, 32, Precision::AmpBf16, AttentionImpl::Eager);
@@ -248,11 +257,6 @@ TEST_CASE("a GPU device gets two cuBLAS workspaces that are never freed", "[plan
   testing::ScheduleCheck check = check_schedule(plan_steps(scenario));
   REQUIRE(check.ok);
   CHECK(check.live_at_end_by_category.at("workspace") == 2 * 8519680ull);
-}
-
-TEST_CASE("flash attention in fp32 is an input error", "[planner][schedule]") {
-  Scenario scenario = cpu_scenario("gpt2-tiny", 2, 32, Precision::Fp32, AttentionImpl::Flash);
-  CHECK_THROWS_AS(plan_steps(scenario), oomcast::InputError);
 }
 
 TEST_CASE("every event carries its iteration, phase and category", "[planner][schedule]") {

@@ -472,10 +472,16 @@ void check_device_support(const YamlNode& root, const Scenario& scenario) {
 }
 
 // What F.scaled_dot_product_attention picks when the scenario does not say: flash for 16-bit
-// inputs on sm_80+, the memory-efficient kernel otherwise on a GPU, flash on a CPU (its CPU
-// flash kernel, PyTorch 2.2+).
+// inputs on sm_80+, the memory-efficient kernel otherwise on a GPU. On a CPU, its flash kernel
+// (PyTorch 2.2+, any float dtype, fp32 included) unless dropout is active: the CPU dispatcher
+// refuses flash for a nonzero dropout_p, so a training step with dropout runs the math path.
 AttentionImpl default_attention(const Scenario& scenario) {
-  if (scenario.device.is_cpu) return AttentionImpl::Flash;
+  if (scenario.device.is_cpu) {
+    const bool dropout_active = scenario.dropout > 0.0 &&
+                                (scenario.job.job.kind == JobKind::Train ||
+                                 (scenario.job.job.kind == JobKind::Forward && !scenario.job.job.eval_mode));
+    return dropout_active ? AttentionImpl::SdpaMath : AttentionImpl::Flash;
+  }
   bool half = scenario.precision != Precision::Fp32;
   return half && scenario.device.compute_capability >= 80 ? AttentionImpl::Flash : AttentionImpl::MemEfficient;
 }
@@ -534,7 +540,7 @@ Scenario read_scenario(const YamlDocument& document) {
   scenario.allocator = read_allocator(root.child("allocator"), scenario.device);
   apply_outside_allocator(root.child("device"), scenario.allocator.torch_version, scenario.device);
   YamlNode attention = root.child("attention");
-  scenario.attention = attention.is_missing() ? default_attention(scenario) : read_choice(attention, kAttentions);
+  if (!attention.is_missing()) scenario.attention = read_choice(attention, kAttentions);
   scenario.checkpointing = read_checkpointing(root.child("checkpointing"));
   scenario.optimizer = read_optimizer(root.child("optimizer"), scenario.device.is_cpu);
   scenario.loop = read_training_loop(root.child("training_loop"), scenario.model);
@@ -542,6 +548,7 @@ Scenario read_scenario(const YamlDocument& document) {
   read_parallel_section(root, base_dir, scenario);  // planner/parallel_config_loader.cc
   read_moe_section(root.child("moe"), scenario);    // scenario/moe_config.cc
   read_job_sections(root, scenario);                // scenario/job_config_loader.cc
+  if (attention.is_missing()) scenario.attention = default_attention(scenario);  // depends on the job
   check_device_support(root, scenario);
   check_scenario_sizes(root, scenario);
   return scenario;

@@ -186,6 +186,18 @@ TEST_CASE("flash attention in fp32 is rejected", "[planner][scenario]") {
         "PyTorch's flash kernel has no fp32 path");
 }
 
+TEST_CASE("on the cpu device attention defaults to the CPU flash kernel, fp32 included", "[planner][scenario]") {
+  Scenario scenario = load(std::string(kGpt2) + "device: cpu\n");
+  CHECK(scenario.precision == Precision::Fp32);
+  CHECK(scenario.attention == AttentionImpl::Flash);
+}
+
+TEST_CASE("on the cpu device a training step with dropout defaults to the math path", "[planner][scenario]") {
+  CHECK(load(std::string(kGpt2) + "device: cpu\ndropout: 0.1\n").attention == AttentionImpl::SdpaMath);
+  // Under model.eval() dropout_p is 0, so the flash kernel is allowed again.
+  CHECK(load(std::string(kGpt2) + "device: cpu\ndropout: 0.1\njob: inference\n").attention == AttentionImpl::Flash);
+}
+
 TEST_CASE("bf16 on a T4 is rejected for lack of bfloat16 support", "[planner][scenario]") {
   CHECK(load_error(std::string(kGpt2) + "precision: amp_bf16\ndevice: t4\n") ==
         "s.yaml:4:12: error: 'precision' amp_bf16 needs bfloat16 support (compute capability 8.0+); t4 is 7.5");

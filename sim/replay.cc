@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/input_error.h"
+#include "base/progress.h"
 #include "sim/caching_allocator.h"
 
 namespace oomcast::sim {
@@ -70,7 +71,9 @@ ReplayResult Replayer::run(const Trace& trace) {
   };
 
   size_t index = 0;
+  constexpr size_t kProgressEvery = size_t{1} << 16;  // events between progress reports
   for (; index < trace.events.size(); ++index) {
+    if (index % kProgressEvery == 0) report_progress("replaying events", index, trace.events.size());
     const Event& event = trace.events[index];
     allocator.current_event = index;
     switch (event.kind) {
@@ -177,6 +180,7 @@ ReplayResult Replayer::run(const Trace& trace) {
     if (callback_) callback_(index);
   }
 finished:
+  end_progress("replaying events");
   close_phase();
   result.events_replayed = index < trace.events.size() ? index + 1 : index;
   result.segment_allocs = static_cast<size_t>(stats.num_device_alloc - device_allocs_before);

@@ -116,7 +116,8 @@ TensorId fused_attention(GraphBuilder& g, const std::string& name, TensorId q, T
   TensorId ka = g.cast(k, rules.matmul_dtype(g.tensor(k).dtype), name + ".k_autocast");
   TensorId va = g.cast(v, rules.matmul_dtype(g.tensor(v).dtype), name + ".v_autocast");
   DType dtype = g.tensor(qa).dtype;
-  if (flash && dtype == DType::Float32) {
+  // CUDA's flash kernel takes only 16-bit inputs; the CPU flash kernel takes fp32 too.
+  if (flash && dtype == DType::Float32 && !g.context().cpu_kernels) {
     throw InputError(SourceLocation{}, "attention",
                      "flash attention needs fp16 or bf16 inputs; use precision amp_bf16/amp_fp16/pure_bf16 "
                      "or attention mem_efficient");
@@ -130,7 +131,12 @@ TensorId fused_attention(GraphBuilder& g, const std::string& name, TensorId q, T
   uint64_t lse_numel = flash ? batch_heads * seq : batch_heads * round_up(seq, 32);
   TensorId lse = g.activation(name + ".logsumexp", lse_numel, DType::Float32);
   std::vector<TensorId> outputs{out, lse};
-  if (flash) {
+  const bool cpu_flash = flash && g.context().cpu_kernels;
+  if (cpu_flash) {
+    // The CPU flash kernel returns empty philox tensors and keeps its scratch in per-thread
+    // buffers (threads x q-block x kv-block floats, freed when the kernel returns; not modelled:
+    // the thread count is the machine's, not the scenario's).
+  } else if (flash) {
     outputs.push_back(g.activation(name + ".rng_state", 2, DType::Int64));
   } else {
     outputs.push_back(g.activation(name + ".philox_seed", 1, DType::Int64));
@@ -140,7 +146,7 @@ TensorId fused_attention(GraphBuilder& g, const std::string& name, TensorId q, T
                         {GradRule::New, GradRule::New, GradRule::New});
   op.saved = {qa, ka, va};
   op.saved.insert(op.saved.end(), outputs.begin(), outputs.end());
-  if (flash) {
+  if (flash && !cpu_flash) {
     // flash_api.cpp mha_bwd: softmax_d fp32 [b, h, s_round128] and dq_accum fp32
     // [b, s_round128, h, d_round] next to dq, dk, dv; freed when the kernel returns.
     uint64_t seq_rounded = round_up(seq, 128);
@@ -148,7 +154,7 @@ TensorId fused_attention(GraphBuilder& g, const std::string& name, TensorId q, T
     op.backward_transients.push_back(Transient{g.intern(name + ".softmax_d"), batch_heads * seq_rounded * 4, true});
     op.backward_transients.push_back(
         Transient{g.intern(name + ".dq_accum"), batch_heads * seq_rounded * dim_rounded * 4, true});
-  } else {
+  } else if (!flash) {
     // The memory-efficient backward's delta = rowsum(dO * O), fp32 [b, h, s] [mem].
     op.backward_transients.push_back(Transient{g.intern(name + ".delta"), batch_heads * seq * 4, true});
   }
