@@ -70,10 +70,16 @@ void build_gpt2(GraphBuilder& g, const ModelConfig& model) {
   TensorId idx = g.input("idx", tokens, DType::Int64);
   TensorId targets = g.input("targets", tokens, DType::Int64);
 
+  // GPT.forward's frame runs to the loss: its locals pos, tok_emb, pos_emb and the final x stay
+  // bound until it returns, past their last uses.
+  g.begin_scope();
   g.push_module("transformer");
   TensorId pos = ops::constant(g, "pos", static_cast<uint64_t>(seq), DType::Int64);
   TensorId tok_emb = ops::embedding(g, "wte", idx, wte, hidden);
   TensorId pos_emb = ops::embedding(g, "wpe", pos, wpe, hidden);
+  g.hold(pos);
+  g.hold(tok_emb);
+  g.hold(pos_emb);
   TensorId x = ops::add(g, "embed_add", tok_emb, pos_emb);
   x = ops::dropout(g, "drop", x);
 
@@ -119,9 +125,11 @@ void build_gpt2(GraphBuilder& g, const ModelConfig& model) {
     g.pop_module();
   }
   TensorId xf = ops::layer_norm(g, "ln_f", x, ln_f_weight, ln_f_bias, hidden);
+  g.hold(xf);  // x = self.transformer.ln_f(x)
   g.pop_module();
   TensorId logits = ops::linear(g, "lm_head", xf, lm_head, kNoTensor, hidden, vocab);
   TensorId loss = ops::cross_entropy(g, "cross_entropy", logits, targets, vocab);
+  g.end_scope();
   g.set_named_output("logits", logits);
   g.set_loss(loss);
 }

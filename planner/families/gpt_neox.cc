@@ -172,9 +172,13 @@ void build_gpt_neox(GraphBuilder& g, const ModelConfig& model) {
   TensorId labels = g.input("labels", tokens, DType::Int64);
 
   g.push_module("gpt_neox");
-  TensorId x = ops::embedding(g, "embed_in", input_ids, embed, s.hidden);
-  x = ops::dropout(g, "emb_dropout", x);
+  // The model's forward frame: inputs_embeds (GPT-NeoX, Falcon) stays bound until it returns
+  // after the final norm. Phi rebinds inputs_embeds to the dropout's output instead, which
+  // differs only when training with embedding dropout.
   g.begin_scope();
+  TensorId inputs_embeds = ops::embedding(g, "embed_in", input_ids, embed, s.hidden);
+  g.hold(inputs_embeds);
+  TensorId x = ops::dropout(g, "emb_dropout", inputs_embeds);
   const DType table_dtype = g.tensor(x).dtype;
   TensorId cos = ops::constant(g, "rotary_emb.cos", static_cast<uint64_t>(seq * s.rotary_dims), table_dtype);
   TensorId sin = ops::constant(g, "rotary_emb.sin", static_cast<uint64_t>(seq * s.rotary_dims), table_dtype);

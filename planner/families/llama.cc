@@ -191,10 +191,15 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
   TensorId labels = g.input("labels", tokens, DType::Int64);
 
   g.push_module("model");
-  TensorId x = ops::embedding(g, "embed_tokens", input_ids, embed, s.hidden);
-  // Gemma: hidden_states * normalizer (a 0-dim tensor of sqrt(hidden)).
-  if (s.scale_embedding) x = ops::scale(g, "embed_scale", x);
+  // LlamaModel.forward's frame: its locals live until it returns after the final norm.
   g.begin_scope();
+  // inputs_embeds = embed_tokens(input_ids): the local stays bound while the layers rebind
+  // hidden_states, so the embedding output outlives its last use.
+  TensorId inputs_embeds = ops::embedding(g, "embed_tokens", input_ids, embed, s.hidden);
+  g.hold(inputs_embeds);
+  TensorId x = inputs_embeds;
+  // Gemma: hidden_states = inputs_embeds * normalizer (a 0-dim tensor of sqrt(hidden)).
+  if (s.scale_embedding) x = ops::scale(g, "embed_scale", x);
   // cos and sin [1, s, head_dim], computed once per forward in the embeddings' dtype and
   // shared by every layer; held by the model's forward locals.
   const DType table_dtype = g.tensor(x).dtype;
