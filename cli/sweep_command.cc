@@ -1,14 +1,13 @@
 // `oomcast sweep SCENARIO --grid 'batch_size=1,2,4 precision=fp32,amp_bf16' [--jobs N]
 // [--set k=v]... [--csv|--json]`: every combination, in parallel, as a table, CSV or JSON.
-// A progress bar goes to stderr when it is a terminal and the sweep is long.
-#include <unistd.h>
-
+// Its progress goes to the terminal line (cli/terminal_progress.h).
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "base/input_error.h"
+#include "base/progress.h"
 #include "cli/commands.h"
 #include "cli/environment.h"
 #include "advisor/sweep.h"
@@ -16,8 +15,6 @@
 namespace oomcast::cli {
 
 namespace {
-
-constexpr size_t kLongSweep = 50;  // combinations above which a terminal gets a progress bar
 
 struct SweepFlags {
   std::vector<std::string> grid;
@@ -28,20 +25,6 @@ struct SweepFlags {
   bool json = false;
 };
 
-// Redraws only when the percentage changes, so a piped stderr gets ~100 updates, not one per row.
-void draw_progress(size_t done, size_t total) {
-  constexpr int kWidth = 40;
-  static size_t last_percent = 101;
-  size_t percent = 100 * done / total;
-  if (percent == last_percent && done != total) return;
-  last_percent = percent;
-  int filled = static_cast<int>(kWidth * done / total);
-  std::fprintf(stderr, "\r[%s%s] %zu/%zu", std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
-               done, total);
-  if (done == total) std::fputc('\n', stderr);
-  std::fflush(stderr);
-}
-
 int run_sweep_command(const SweepFlags& flags) {
   if (flags.csv && flags.json) throw InputError(SourceLocation{}, "--csv", "give --csv or --json, not both");
   std::string grid_text;
@@ -49,11 +32,15 @@ int run_sweep_command(const SweepFlags& flags) {
   std::vector<planner::GridAxis> axes = planner::parse_grid(grid_text);
   planner::SweepOptions options;
   if (flags.jobs > 0) options.jobs = flags.jobs;
-  if (isatty(STDERR_FILENO) && planner::combination_count(axes) > kLongSweep) options.progress = draw_progress;
+  // The sweep reports first, so the progress line follows it rather than one row's plan.
+  constexpr std::string_view kTask = "sweep combinations";
+  report_progress(kTask, 0, planner::combination_count(axes));
+  options.progress = [kTask](size_t done, size_t total) { report_progress(kTask, done, total); };
   planner::SweepResult result =
       planner::run_sweep(
           planner::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides)),
           axes, options);
+  end_progress(kTask);
   std::string text = flags.json  ? planner::render_sweep_json(result)
                      : flags.csv ? planner::render_sweep_csv(result)
                                  : planner::render_sweep_text(result);

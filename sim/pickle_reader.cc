@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/input_error.h"
+#include "base/progress.h"
 
 namespace oomcast::sim::pickle {
 namespace {
@@ -385,7 +386,13 @@ void Parser::push_long(size_t n, uint8_t header, size_t op_pos) {
 
 Document Parser::run() {
   const size_t size = doc_.size_;
+  constexpr size_t kProgressBytes = size_t{8} << 20;  // bytes between progress reports
+  size_t next_report = 0;
   while (pos_ < size) {
+    if (pos_ >= next_report) {
+      report_progress("reading the snapshot (bytes)", pos_, size);
+      next_report = pos_ + kProgressBytes;
+    }
     const size_t op_pos = pos_;
     const uint8_t op = doc_.data_[pos_++];
     switch (op) {
@@ -399,6 +406,7 @@ Document Parser::run() {
         break;
       case kStop: {
         need(1, op_pos, "STOP");
+        end_progress("reading the snapshot (bytes)");
         doc_.root_ = stack_.back();
         return std::move(doc_);
       }
