@@ -9,6 +9,9 @@
 #include <chrono>
 #include <map>
 
+#include <fmt/format.h>
+
+#include "advisor/byte_text.h"
 #include "base/edit_distance.h"
 #include "base/input_error.h"
 #include "planner/families/families.h"
@@ -44,8 +47,8 @@ bool has_learned_positions(const ModelConfig& model) { return model.family == "g
 // and the search never answers a value `oomcast plan` would reject.
 class Evaluator {
  public:
-  Evaluator(const ScenarioSource& source, const std::string& key, double margin, size_t jobs)
-      : source_(source), key_(key), margin_(margin), jobs_(jobs) {}
+  Evaluator(const ScenarioSource& source, const std::string& key, double margin, uint64_t margin_bytes, size_t jobs)
+      : source_(source), key_(key), margin_(margin), margin_bytes_(margin_bytes), jobs_(jobs) {}
 
   const Evaluation& at(int64_t value) {
     evaluate_all({value});
@@ -70,7 +73,8 @@ class Evaluator {
     Evaluation evaluation;
     evaluation.value = value;
     try {
-      Prediction prediction = predict(with_margin(source_.load({key_ + "=" + std::to_string(value)}), margin_));
+      Prediction prediction = predict(
+          with_margin(source_.load({key_ + "=" + std::to_string(value)}), margin_, margin_bytes_));
       evaluation.fits = prediction.fits;
       evaluation.peak_allocated_bytes = prediction.peak_allocated_bytes;
       evaluation.peak_reserved_bytes = prediction.peak_reserved_bytes;
@@ -83,6 +87,7 @@ class Evaluator {
   const ScenarioSource& source_;
   std::string key_;
   double margin_;
+  uint64_t margin_bytes_;
   size_t jobs_;
   std::map<int64_t, Evaluation> cache_;
 };
@@ -202,6 +207,19 @@ Scenario with_margin(const Scenario& scenario, double margin) {
   return edited;
 }
 
+Scenario with_margin(const Scenario& scenario, double margin, uint64_t margin_bytes) {
+  if (margin_bytes == 0) return with_margin(scenario, margin);
+  const uint64_t usable = usable_bytes_of(scenario);
+  if (margin_bytes >= usable) {
+    throw InputError(SourceLocation{}, "--margin",
+                     fmt::format("--margin {} leaves nothing: the device has {} usable", byte_text(margin_bytes),
+                                 byte_text(usable)));
+  }
+  // The fraction of usable memory that is `margin_bytes`: both bounds of usable_bytes_of
+  // shrink by it, so the budget is usable - margin_bytes (to within a byte of rounding).
+  return with_margin(scenario, static_cast<double>(margin_bytes) / static_cast<double>(usable));
+}
+
 Evaluation evaluate_value(const Scenario& scenario, SearchParam param, int64_t value) {
   Evaluation evaluation;
   evaluation.value = value;
@@ -228,6 +246,7 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
   result.param = options.param;
   result.param_key = search_param_key(options.param, original);
   result.margin = options.margin;
+  result.margin_bytes = options.margin_bytes;
   int64_t limit = parameter_limit(original, options.param);
   int64_t ceiling = options.max_value > 0 ? options.max_value
                     : options.param == SearchParam::BatchSize ? kDefaultMaxBatch
@@ -235,11 +254,11 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
                                                               : kDefaultMaxGradAccum;
   result.max_value = std::min(ceiling, limit);
   result.usable_bytes = usable_bytes_of(original);
-  Scenario scenario = with_margin(original, options.margin);
+  Scenario scenario = with_margin(original, options.margin, options.margin_bytes);
   result.budget_bytes = usable_bytes_of(scenario);
   const int64_t max_value = result.max_value;
   check_parameter_varies(source, original, options.param, result.param_key);
-  Evaluator evaluator(source, result.param_key, options.margin, options.jobs);
+  Evaluator evaluator(source, result.param_key, options.margin, options.margin_bytes, options.jobs);
 
   // 1. Exponential probe 1, 2, 4, ... until a value fails, then 2. bisection. One value at a
   // time: each answer decides the next probe, and extra parallel probes cost more than they

@@ -39,6 +39,9 @@ uint64_t usable_bytes_of(const Scenario& scenario);
 // held back as memory used outside the allocator, so "fits" means the caching allocator
 // (with its free-cache-and-retry) never needs that margin.
 Scenario with_margin(const Scenario& scenario, double margin);
+// The same with an absolute amount held back (`--margin 2GiB`); `margin_bytes` wins over the
+// fraction when it is not 0. Throws InputError when it leaves nothing usable.
+Scenario with_margin(const Scenario& scenario, double margin, uint64_t margin_bytes);
 
 // One simulated value.
 struct Evaluation {
@@ -55,6 +58,7 @@ Evaluation evaluate_value(const Scenario& scenario, SearchParam param, int64_t v
 struct SearchOptions {
   SearchParam param = SearchParam::BatchSize;
   double margin = 0.05;         // fraction of usable memory left free
+  uint64_t margin_bytes = 0;    // an absolute margin instead (`--margin 2GiB`), when not 0
   int64_t max_value = 0;        // 0: the parameter's default ceiling
   size_t jobs = default_jobs(); // values simulated at once
   // Values above the bisection's answer are scanned exhaustively while at most this many
@@ -69,6 +73,7 @@ struct SearchResult {
   SearchParam param = SearchParam::BatchSize;
   std::string param_key;
   double margin = 0.0;
+  uint64_t margin_bytes = 0;            // the absolute margin, when one was given
   int64_t max_value = 0;
   uint64_t usable_bytes = 0;
   uint64_t budget_bytes = 0;            // usable x (1 - margin)
@@ -88,8 +93,11 @@ struct SearchResult {
 // Throws InputError for a bad scenario or option.
 SearchResult search_max_fitting(const ScenarioSource& source, const SearchOptions& options);
 
+// "5%" for a relative margin, "2.00 GiB" for an absolute one.
+std::string margin_text(double fraction, uint64_t margin_bytes);
+
 std::string render_search_text(const SearchResult& result);
-// {"max_fitting", "param", "margin", "non_monotone", "evaluated": [{value, fits,
+// {"max_fitting", "param", "margin" (a fraction of usable), "margin_bytes", "non_monotone", "evaluated": [{value, fits,
 //  peak_allocated_bytes, peak_reserved_bytes, error?}], "usable_bytes", "budget_bytes",
 //  "max_value", "window": {from, to, scanned, truncated}, "fit" (with --fit), "seconds"}
 std::string render_search_json(const SearchResult& result);

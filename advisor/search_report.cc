@@ -13,11 +13,19 @@ std::string percent(double fraction) { return fmt::format("{:g}%", fraction * 10
 
 }  // namespace
 
+std::string margin_text(double fraction, uint64_t margin_bytes) {
+  return margin_bytes > 0 ? byte_text(margin_bytes) : percent(fraction);
+}
+
+namespace {
+
+}  // namespace
+
 std::string render_search_text(const SearchResult& r) {
   std::string text;
   text += fmt::format("search    {} in 1..{} for {}\n", r.param_key, r.max_value, r.scenario_path);
   text += fmt::format("budget    {} = {} usable minus a {} margin\n\n", byte_text(r.budget_bytes),
-                      byte_text(r.usable_bytes), percent(r.margin));
+                      byte_text(r.usable_bytes), margin_text(r.margin, r.margin_bytes));
   if (r.max_fitting) {
     const Evaluation* best = nullptr;
     for (const auto& e : r.evaluated) {
@@ -64,7 +72,9 @@ std::string render_search_json(const SearchResult& r) {
   nlohmann::ordered_json json;
   json["max_fitting"] = r.max_fitting ? nlohmann::ordered_json(*r.max_fitting) : nlohmann::ordered_json(nullptr);
   json["param"] = r.param_key;
-  json["margin"] = r.margin;
+  json["margin"] = r.margin_bytes > 0 ? static_cast<double>(r.margin_bytes) / static_cast<double>(r.usable_bytes)
+                                      : r.margin;
+  json["margin_bytes"] = r.usable_bytes - r.budget_bytes;
   json["non_monotone"] = r.non_monotone;
   json["evaluated"] = nlohmann::ordered_json::array();
   for (const auto& e : r.evaluated) {

@@ -1,6 +1,7 @@
-// `oomcast search SCENARIO --param batch_size|seq_len|grad_accum_steps [--margin 5%] [--max N]
-// [--set k=v]... [--fit] [--json]`: the largest value that fits with the margin left free.
-// Exit code 0 when some value fits, 1 when none does.
+// `oomcast search SCENARIO --param batch_size|seq_len|grad_accum_steps [--margin 5%|2GiB]
+// [--max N] [--set k=v]... [--fit] [--json]`: the largest value that fits with the margin left
+// free; `--keep-global-batch N`: the largest micro-batch (and its accumulation) of a global
+// batch N. Exit code 0 when some value fits, 1 when none does.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -10,7 +11,9 @@
 #include "base/input_error.h"
 #include "cli/commands.h"
 #include "cli/environment.h"
+#include "advisor/global_batch_search.h"
 #include "advisor/search.h"
+#include "cli/byte_size.h"
 
 namespace oomcast::cli {
 
@@ -21,31 +24,66 @@ struct SearchFlags {
   std::string param = "batch_size";
   std::string margin = "5%";
   int64_t max_value = 0;
+  int64_t keep_global_batch = 0;
   size_t jobs = 0;
   std::vector<std::string> overrides;
   bool fit = false;
   bool json = false;
+  bool param_given = false;
 };
 
-// "5%" or "0.05" -> 0.05.
-double parse_margin(const std::string& text) {
+struct MarginFlag {
+  double fraction = 0.0;
+  uint64_t bytes = 0;
+};
+
+// "5%" or "0.05" -> a fraction of usable memory; "2GiB", "512MiB" -> an absolute amount.
+MarginFlag parse_margin(const std::string& text) {
   char* end = nullptr;
   double value = std::strtod(text.c_str(), &end);
   bool percent = end && *end == '%';
-  if (end == text.c_str() || (end && *end != '\0' && !(percent && end[1] == '\0'))) {
-    throw InputError(SourceLocation{}, "--margin", "--margin must be a fraction (0.05) or a percentage (5%); got '" + text + "'");
+  if (end != text.c_str() && (*end == '\0' || (percent && end[1] == '\0'))) {
+    return MarginFlag{percent ? value / 100.0 : value, 0};
   }
-  return percent ? value / 100.0 : value;
+  try {
+    return MarginFlag{0.0, parse_byte_size(text, "--margin")};
+  } catch (const InputError&) {
+    throw InputError(SourceLocation{}, "--margin",
+                     "--margin must be a fraction (0.05), a percentage (5%) or an amount (2GiB, 512MiB); got '" + text +
+                         "'");
+  }
+}
+
+int run_keep_global_batch(const SearchFlags& flags, const planner::ScenarioSource& source, const MarginFlag& margin) {
+  planner::GlobalBatchOptions options;
+  options.global_batch = flags.keep_global_batch;
+  options.margin = margin.fraction;
+  options.margin_bytes = margin.bytes;
+  if (flags.jobs > 0) options.jobs = flags.jobs;
+  planner::GlobalBatchResult result = planner::search_keep_global_batch(source, options);
+  std::string text = flags.json ? planner::render_global_batch_json(result) : planner::render_global_batch_text(result);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return result.best ? 0 : 1;
 }
 
 int run_search(const SearchFlags& flags) {
-  planner::SearchOptions options;
-  options.param = planner::parse_search_param(flags.param);
-  options.margin = parse_margin(flags.margin);
-  options.max_value = flags.max_value;
-  if (flags.jobs > 0) options.jobs = flags.jobs;
+  MarginFlag margin = parse_margin(flags.margin);
   planner::ScenarioSource source =
       planner::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
+  if (flags.keep_global_batch > 0) {
+    if (flags.param_given || flags.fit || flags.max_value > 0) {
+      throw InputError(SourceLocation{}, "--keep-global-batch",
+                       "--keep-global-batch varies batch_size and grad_accum_steps together: it takes no --param, "
+                       "--max or --fit");
+    }
+    return run_keep_global_batch(flags, source, margin);
+  }
+  planner::SearchOptions options;
+  options.param = planner::parse_search_param(flags.param);
+  options.margin = margin.fraction;
+  options.margin_bytes = margin.bytes;
+  options.max_value = flags.max_value;
+  if (flags.jobs > 0) options.jobs = flags.jobs;
   options.with_fit = flags.fit;
   planner::SearchResult result = planner::search_max_fitting(source, options);
   std::string text = flags.json ? planner::render_search_json(result) : planner::render_search_text(result);
@@ -60,8 +98,14 @@ void add_search_command(CLI::App& app, int& exit_code) {
   CLI::App* command = app.add_subcommand(
       "search", "the largest batch_size, seq_len or grad_accum_steps that fits with a margin left free");
   command->add_option("scenario", flags->scenario, "scenario YAML file")->required();
-  command->add_option("--param", flags->param, "batch_size (default), seq_len (image_size) or grad_accum_steps");
-  command->add_option("--margin", flags->margin, "usable memory to leave free: 5% (default) or 0.05");
+  command->add_option("--param", flags->param, "batch_size (default), seq_len (image_size) or grad_accum_steps")
+      ->each([flags](const std::string&) { flags->param_given = true; });
+  command->add_option("--margin", flags->margin,
+                      "usable memory to leave free: 5% (default), 0.05, or an amount such as 2GiB");
+  command->add_option("--keep-global-batch", flags->keep_global_batch,
+                      "keep micro-batch x grad_accum_steps x data-parallel ranks = N and find the largest micro-batch "
+                      "that fits")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   command->add_option("--max", flags->max_value,
                       "largest value to try (default 65536 for batch_size, 2^20 or max_positions for seq_len, "
                       "1024 for grad_accum_steps)")
