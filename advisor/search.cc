@@ -252,8 +252,22 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
                     : options.param == SearchParam::BatchSize ? kDefaultMaxBatch
                     : options.param == SearchParam::SeqLen    ? kDefaultMaxSeqLen
                                                               : kDefaultMaxGradAccum;
+  if (options.lengths) {
+    if (options.param != SearchParam::SeqLen || families::is_vision(original.model) || original.model.family == "mlp") {
+      throw InputError(SourceLocation{}, "--seq-len-distribution",
+                       "--seq-len-distribution needs --param seq_len on a model with a sequence");
+    }
+    // Nothing longer than the longest padded micro-batch (or than the rows, when packing) is needed.
+    int64_t longest = padded_quantile(*options.lengths, 1.0, 1, options.length_options.pad_to_multiple_of);
+    if (options.length_options.batching == Batching::Pack) longest = std::max(longest, original.seq_len);
+    if (options.max_value == 0) ceiling = longest;
+  }
   result.max_value = std::min(ceiling, limit);
   result.usable_bytes = usable_bytes_of(original);
+  if (original.parallel.enabled()) {
+    result.ranks = std::max<int64_t>(1, original.parallel.world_size);
+    result.parallel_engine = parallel_engine_name(original.parallel.engine);
+  }
   Scenario scenario = with_margin(original, options.margin, options.margin_bytes);
   result.budget_bytes = usable_bytes_of(scenario);
   const int64_t max_value = result.max_value;
@@ -354,6 +368,9 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
     }
   }
   if (options.with_fit) result.fit = fit_closed_form(original, FitMetric::PeakAllocated, options.jobs);
+  if (options.lengths) {
+    result.length_risk = assess_length_risk(*options.lengths, result, original, options.length_options);
+  }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "advisor/closed_form_fit.h"
+#include "advisor/length_distribution.h"
+#include "advisor/length_risk.h"
 #include "scenario/scenario.h"
 #include "scenario/scenario_source.h"
 #include "advisor/work_pool.h"
@@ -66,6 +68,10 @@ struct SearchOptions {
   int64_t exhaustive_window = 64;
   int64_t max_scan = 4096;      // the most values a non-monotone fallback scan evaluates
   bool with_fit = false;        // also fit peak ≈ a + b·B + c·B·S + d·B·S² (closed_form_fit.h)
+  // --param seq_len over a data set's lengths: the search runs up to its longest (padded)
+  // length unless max_value says otherwise, and the result carries the tail risk.
+  std::optional<LengthDistribution> lengths;
+  LengthRiskOptions length_options;
 };
 
 struct SearchResult {
@@ -77,6 +83,10 @@ struct SearchResult {
   int64_t max_value = 0;
   uint64_t usable_bytes = 0;
   uint64_t budget_bytes = 0;            // usable x (1 - margin)
+  // Data-parallel jobs: the search is per rank (one GPU's budget); the planned rank holds
+  // the largest shard, so it is the busiest one.
+  int64_t ranks = 1;
+  std::string parallel_engine;          // "DDP", "FSDP", "DeepSpeed"; "" on one GPU
   std::optional<int64_t> max_fitting;   // none: not even 1 fits
   bool non_monotone = false;            // some value fits above one that does not
   int64_t witness_fit = 0, witness_fail = 0;  // the pair that showed it
@@ -87,6 +97,7 @@ struct SearchResult {
   bool scan_truncated = false;          // ... but only its first max_scan values
   std::vector<Evaluation> evaluated;    // by value
   std::optional<ClosedFormFit> fit;     // with SearchOptions::with_fit
+  std::optional<LengthRisk> length_risk;  // with SearchOptions::lengths
   double seconds = 0.0;
 };
 
@@ -99,7 +110,8 @@ std::string margin_text(double fraction, uint64_t margin_bytes);
 std::string render_search_text(const SearchResult& result);
 // {"max_fitting", "param", "margin" (a fraction of usable), "margin_bytes", "non_monotone", "evaluated": [{value, fits,
 //  peak_allocated_bytes, peak_reserved_bytes, error?}], "usable_bytes", "budget_bytes",
-//  "max_value", "window": {from, to, scanned, truncated}, "fit" (with --fit), "seconds"}
+//  "max_value", "window": {from, to, scanned, truncated}, "fit" (with --fit), "length_risk" (with
+//  a length distribution: length_risk.h), "seconds"}
 std::string render_search_json(const SearchResult& result);
 
 }  // namespace oomcast::planner

@@ -24,8 +24,14 @@ namespace {
 std::string render_search_text(const SearchResult& r) {
   std::string text;
   text += fmt::format("search    {} in 1..{} for {}\n", r.param_key, r.max_value, r.scenario_path);
-  text += fmt::format("budget    {} = {} usable minus a {} margin\n\n", byte_text(r.budget_bytes),
+  text += fmt::format("budget    {} = {} usable minus a {} margin\n", byte_text(r.budget_bytes),
                       byte_text(r.usable_bytes), margin_text(r.margin, r.margin_bytes));
+  if (r.ranks > 1) {
+    text += fmt::format("per rank  {} with {} ranks: the budget is one GPU's and the planned rank holds the largest "
+                        "shard, so the busiest rank decides\n",
+                        r.parallel_engine, r.ranks);
+  }
+  text += "\n";
   if (r.max_fitting) {
     const Evaluation* best = nullptr;
     for (const auto& e : r.evaluated) {
@@ -36,8 +42,9 @@ std::string render_search_text(const SearchResult& r) {
       text += fmt::format(" (peak reserved {}, {} under the budget)", byte_text(best->peak_reserved_bytes),
                           byte_text(static_cast<double>(r.budget_bytes) - static_cast<double>(best->peak_reserved_bytes)));
     }
-    text += *r.max_fitting == r.max_value ? fmt::format("; the ceiling {} was reached (raise it with --max)\n", r.max_value)
-                                          : "\n";
+    text += *r.max_fitting != r.max_value ? "\n"
+            : r.length_risk ? fmt::format("; the longest length {} fits\n", r.max_value)
+                            : fmt::format("; the ceiling {} was reached (raise it with --max)\n", r.max_value);
   } else {
     text += fmt::format("no {} fits: even {} = 1 needs more than the budget\n", r.param_key, r.param_key);
   }
@@ -54,6 +61,7 @@ std::string render_search_text(const SearchResult& r) {
                         : r.scanned      ? "every value was simulated"
                                          : "sampled evenly, none fits");
   }
+  if (r.length_risk) text += "\n" + render_length_risk_text(*r.length_risk);
   text += fmt::format("\n{:>10}  {:<5}  {:>16}  {:>16}\n", r.param_key, "fits", "peak allocated", "peak reserved");
   for (const auto& e : r.evaluated) {
     if (!e.error.empty()) {
@@ -89,9 +97,11 @@ std::string render_search_json(const SearchResult& r) {
   json["usable_bytes"] = r.usable_bytes;
   json["budget_bytes"] = r.budget_bytes;
   json["max_value"] = r.max_value;
+  json["ranks"] = r.ranks;
   if (r.non_monotone) json["non_monotone_witness"] = {{"fits", r.witness_fit}, {"does_not_fit", r.witness_fail}};
   json["window"] = {{"from", r.window_from}, {"to", r.window_to}, {"scanned", r.scanned}, {"truncated", r.scan_truncated}};
   if (r.fit) json["fit"] = nlohmann::ordered_json::parse(render_fit_json(*r.fit));
+  if (r.length_risk) json["length_risk"] = nlohmann::ordered_json::parse(render_length_risk_json(*r.length_risk));
   json["seconds"] = r.seconds;
   json["scenario"] = r.scenario_path;
   return json.dump(2) + "\n";

@@ -143,6 +143,36 @@ TEST_CASE("The margin is held back from the allocator's usable memory") {
   CHECK(usable_bytes_of(with_margin(plain, 0.25)) == (uint64_t{3} << 26));
 }
 
+TEST_CASE("An absolute margin takes exactly that many bytes out of the budget") {
+  SearchOptions options;
+  options.margin_bytes = uint64_t{40} << 20;
+  options.max_value = 200;
+  options.jobs = 2;
+  SearchResult result = search_max_fitting(ScenarioSource::yaml(kTinyGpt2, "test.yaml"), options);
+  CHECK(static_cast<double>(result.budget_bytes) ==
+        Approx(static_cast<double>(result.usable_bytes - options.margin_bytes)).margin(2));
+  REQUIRE(result.max_fitting);
+  Scenario scenario = load_scenario_text(kTinyGpt2, "test.yaml");
+  double fraction = static_cast<double>(options.margin_bytes) / static_cast<double>(usable_bytes_of(scenario));
+  CHECK(*result.max_fitting == brute_force_max(scenario, SearchParam::BatchSize, fraction, 200));
+  CHECK(render_search_text(result).find("minus a 40.00 MiB margin") != std::string::npos);
+}
+
+TEST_CASE("A data-parallel search is per rank and says that the busiest rank decides") {
+  SearchOptions options;
+  options.max_value = 64;
+  options.jobs = 2;
+  SearchResult result = search_max_fitting(
+      ScenarioSource::yaml("model: llama-tiny\nbatch_size: 2\nseq_len: 64\nprecision: amp_bf16\niterations: 2\n"
+                           "device: {total_gib: 0.01, context_mib: 0, cublas_workspaces: 0}\n"
+                           "parallel: {world_size: 4, nccl_buffer_mib: 0, ddp: {}}\n",
+                           "ddp.yaml"),
+      options);
+  CHECK(result.ranks == 4);
+  CHECK(render_search_text(result).find("per rank  ddp with 4 ranks") != std::string::npos);
+  CHECK(render_search_json(result).find("\"ranks\": 4") != std::string::npos);
+}
+
 TEST_CASE("Nothing fits when even the smallest value needs more than the device") {
   SearchResult result = search(kTinyGpt2, SearchParam::BatchSize, 0.0, 64);
   REQUIRE(result.max_fitting);

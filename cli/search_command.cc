@@ -25,6 +25,9 @@ struct SearchFlags {
   std::string margin = "5%";
   int64_t max_value = 0;
   int64_t keep_global_batch = 0;
+  std::string seq_len_distribution;
+  std::string batching = "pad";
+  int64_t pad_to_multiple_of = 1;
   size_t jobs = 0;
   std::vector<std::string> overrides;
   bool fit = false;
@@ -71,10 +74,10 @@ int run_search(const SearchFlags& flags) {
   planner::ScenarioSource source =
       planner::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
   if (flags.keep_global_batch > 0) {
-    if (flags.param_given || flags.fit || flags.max_value > 0) {
+    if (flags.param_given || flags.fit || flags.max_value > 0 || !flags.seq_len_distribution.empty()) {
       throw InputError(SourceLocation{}, "--keep-global-batch",
                        "--keep-global-batch varies batch_size and grad_accum_steps together: it takes no --param, "
-                       "--max or --fit");
+                       "--max, --fit or --seq-len-distribution");
     }
     return run_keep_global_batch(flags, source, margin);
   }
@@ -84,6 +87,14 @@ int run_search(const SearchFlags& flags) {
   options.margin_bytes = margin.bytes;
   options.max_value = flags.max_value;
   if (flags.jobs > 0) options.jobs = flags.jobs;
+  if (!flags.seq_len_distribution.empty()) {
+    options.lengths = planner::read_length_distribution(flags.seq_len_distribution);
+    if (flags.batching != "pad" && flags.batching != "pack") {
+      throw InputError(SourceLocation{}, "--batching", "--batching must be pad or pack; got '" + flags.batching + "'");
+    }
+    options.length_options.batching = flags.batching == "pack" ? planner::Batching::Pack : planner::Batching::Pad;
+    options.length_options.pad_to_multiple_of = flags.pad_to_multiple_of;
+  }
   options.with_fit = flags.fit;
   planner::SearchResult result = planner::search_max_fitting(source, options);
   std::string text = flags.json ? planner::render_search_json(result) : planner::render_search_text(result);
@@ -110,6 +121,15 @@ void add_search_command(CLI::App& app, int& exit_code) {
                       "largest value to try (default 65536 for batch_size, 2^20 or max_positions for seq_len, "
                       "1024 for grad_accum_steps)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  command->add_option("--seq-len-distribution", flags->seq_len_distribution,
+                      "with --param seq_len: a file of the data set's lengths (LENGTH or LENGTH COUNT a line); the "
+                      "answer gives the OOM risk of the distribution's tail");
+  command->add_option("--batching", flags->batching,
+                      "with --seq-len-distribution: pad (default: each micro-batch padded to its longest) or pack "
+                      "(fixed rows of seq_len)");
+  command->add_option("--pad-to-multiple", flags->pad_to_multiple_of,
+                      "with --batching pad: padded lengths round up to a multiple of N (pad_to_multiple_of)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   command->add_option("--jobs", flags->jobs, "values simulated at once (default: every hardware thread)");
   command->add_option("--set", flags->overrides, "override a scenario key first (repeatable)")->allow_extra_args(false);
   command->add_flag("--fit", flags->fit, "also print the closed-form fit peak ≈ a + b·B + c·B·S + d·B·S²");
