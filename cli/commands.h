@@ -14,5 +14,6 @@ void add_search_command(CLI::App& app, int& exit_code);
 void add_sweep_command(CLI::App& app, int& exit_code);
 void add_whatif_command(CLI::App& app, int& exit_code);
 void add_diff_command(CLI::App& app, int& exit_code);
+void add_export_graph_command(CLI::App& app, int& exit_code);
 
 }  // namespace oomcast::cli

@@ -1,14 +1,16 @@
-// export_graph_file(): a LayerGraph as a concrete graph file of generic ops. Tensor variables are
-// named t<id> so that every tensor has its own name; op names keep the graph's module paths.
+// export_graph_file(): a LayerGraph as a concrete graph file of generic ops. Parameters, buffers
+// and inputs keep their names; every other tensor is t<id>, so that each has its own name; op
+// names keep the graph's module paths.
 #include "planner/families/graph_file_export.h"
 
+#include <algorithm>
+#include <map>
+#include <set>
 #include <sstream>
 
 namespace oomcast::planner::families {
 
 namespace {
-
-std::string variable(TensorId id) { return "t" + std::to_string(id); }
 
 std::string quoted(const std::string& text) {
   std::string out = "\"";
@@ -19,7 +21,35 @@ std::string quoted(const std::string& text) {
   return out + "\"";
 }
 
-std::string tensor_list(const std::vector<TensorId>& tensors) {
+// Parameters, buffers and inputs keep their module paths (so trainable patterns, LoRA targets
+// and reports name them as the original does); every other tensor is t<id>.
+class Variables {
+ public:
+  explicit Variables(const LayerGraph& graph) {
+    std::vector<TensorId> named = graph.parameters;
+    named.insert(named.end(), graph.buffers.begin(), graph.buffers.end());
+    named.insert(named.end(), graph.inputs.begin(), graph.inputs.end());
+    std::set<std::string> taken;
+    for (TensorId id : named) {
+      const std::string& name = graph.names[graph.tensors[id].name];
+      if (name.empty() || looks_generated(name) || !taken.insert(name).second) continue;
+      names_[id] = name;
+    }
+  }
+  std::string operator()(TensorId id) const {
+    auto found = names_.find(id);
+    return found != names_.end() ? quoted(found->second) : "t" + std::to_string(id);
+  }
+
+ private:
+  static bool looks_generated(const std::string& name) {
+    return name.size() > 1 && name[0] == 't' &&
+           std::all_of(name.begin() + 1, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+  }
+  std::map<TensorId, std::string> names_;
+};
+
+std::string tensor_list(const std::vector<TensorId>& tensors, const Variables& variable) {
   std::string out = "[";
   for (size_t i = 0; i < tensors.size(); ++i) out += (i ? ", " : "") + variable(tensors[i]);
   return out + "]";
@@ -48,10 +78,16 @@ void write_transients(std::ostream& out, const char* key, const std::vector<Tran
 
 }  // namespace
 
-std::string export_graph_file(const LayerGraph& graph, const std::string& name) {
+std::string export_graph_file(const LayerGraph& graph, const std::string& name, const ExportedSize& size) {
+  const Variables variable(graph);
   std::ostringstream out;
   out << "# Exported by oomcast from the built layer graph (concrete sizes and dtypes).\n";
-  out << "oomcast_graph: 1\nname: " << quoted(name) << "\nparameters:\n";
+  if (!size.built_for.empty()) out << "# Built for " << size.built_for << ": it plans like the model only there.\n";
+  out << "oomcast_graph: 1\nname: " << quoted(name) << "\n";
+  if (!size.key.empty()) {
+    out << "sizes:\n  " << size.key << ": {default: " << size.value << ", max: " << size.value << "}\n";
+  }
+  out << "parameters:\n";
   for (size_t p = 0; p < graph.parameters.size(); ++p) {
     const TensorDesc& desc = graph.tensors[graph.parameters[p]];
     out << "  - {name: " << variable(graph.parameters[p]) << ", shape: [";
@@ -79,7 +115,7 @@ std::string export_graph_file(const LayerGraph& graph, const std::string& name) 
     const std::string indent = open_unit >= 0 ? "      " : "  ";
     out << indent << "- {op: generic, name: " << quoted(graph.names[op.name]) << ", kind: " << op_kind_name(op.kind)
         << ", cublas: " << (op.uses_cublas ? "true" : "false") << ",\n"
-        << indent << "   inputs: " << tensor_list(op.inputs) << ", grads: [";
+        << indent << "   inputs: " << tensor_list(op.inputs, variable) << ", grads: [";
     for (size_t i = 0; i < op.input_grads.size(); ++i) out << (i ? ", " : "") << grad_name(op.input_grads[i]);
     out << "],\n" << indent << "   outputs: [";
     for (size_t i = 0; i < op.outputs.size(); ++i) {
@@ -92,7 +128,7 @@ std::string export_graph_file(const LayerGraph& graph, const std::string& name) 
       }
       out << "}";
     }
-    out << "],\n" << indent << "   saves: " << tensor_list(op.saved);
+    out << "],\n" << indent << "   saves: " << tensor_list(op.saved, variable);
     write_transients(out, "forward_temporaries", op.forward_transients, graph);
     write_transients(out, "backward_temporaries", op.backward_transients, graph);
     out << "}\n";

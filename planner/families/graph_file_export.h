@@ -5,12 +5,23 @@
 // settings; it exists to check that generic ops carry everything the catalogue models.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "planner/layer_graph.h"
 
 namespace oomcast::planner::families {
 
-std::string export_graph_file(const LayerGraph& graph, const std::string& name);
+// The scenario size the graph was built at, declared under `sizes:` (default and max) so that a
+// scenario giving it (`seq_len:`, or `image_size:` for a vision model) accepts the file. A
+// scenario asking for another size still plans the exported shapes: the file says what it was
+// built for in its header.
+struct ExportedSize {
+  std::string key;        // "seq_len" or "image_size"; empty: no sizes section
+  int64_t value = 0;
+  std::string built_for;  // one line for the header, e.g. "batch_size 4, seq_len 1024, amp_bf16"
+};
+
+std::string export_graph_file(const LayerGraph& graph, const std::string& name, const ExportedSize& size = {});
 
 }  // namespace oomcast::planner::families
