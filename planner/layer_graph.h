@@ -59,6 +59,15 @@ struct OpNode {
   bool uses_cublas = false;                // a cuBLAS GEMM (creates the workspace on first use)
 };
 
+// A tensor the model's constructor allocates and drops before it returns, such as the template
+// layer nn.TransformerEncoder deep-copies num_layers times. Built where the model is built:
+// after the first `after_parameters` parameters, freed once all of them exist.
+struct ConstructionTemporary {
+  uint32_t name = 0;
+  uint64_t numel = 0;  // in the parameters' dtype
+  size_t after_parameters = 0;
+};
+
 struct LayerGraph {
   std::vector<std::string> names;          // names[0] == ""
   std::vector<TensorDesc> tensors;
@@ -66,6 +75,7 @@ struct LayerGraph {
   std::vector<TensorId> parameters;        // model.parameters() order; tied weights once
   std::vector<std::vector<int64_t>> parameter_shapes;
   std::vector<TensorId> buffers;           // persistent buffers (BN running stats, masks)
+  std::vector<ConstructionTemporary> construction_temporaries;
   std::vector<TensorId> inputs;            // the batch tensors of one micro-batch
   std::map<std::string, TensorId> named_outputs;  // "loss", "logits", ...
   TensorId loss = kNoTensor;

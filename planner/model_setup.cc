@@ -1,6 +1,7 @@
 // model.to(device) allocates each parameter, then each buffer, on its own. Built in fp32 and
 // then converted (`model.to(torch.bfloat16)`, `.half()`): Module._apply converts one tensor at
-// a time, allocating the 16-bit copy before `param.data = ...` frees the fp32 original.
+// a time, allocating the 16-bit copy before `param.data = ...` frees the fp32 original. What the
+// constructor drops before returning (graph.construction_temporaries) is allocated in between.
 #include "planner/model_setup.h"
 
 #include "planner/trainable_policy.h"
@@ -40,7 +41,25 @@ void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleW
     }
   };
   if (parameters) {
-    for (TensorId parameter : graph.parameters) allocate(parameter, TensorCategory::Parameter);
+    // The constructor's temporaries exist where the model is built: on the CPU, which a CUDA
+    // job leaves with model.to(device), so only a CPU job sees them.
+    const bool built_here = scenario.device.is_cpu;
+    const DType built_dtype = cast_after_build ? DType::Float32 : job_precision_rules(scenario).parameter_dtype;
+    std::vector<uint32_t> temporaries;
+    auto allocate_temporaries_at = [&](size_t position) {
+      if (!built_here) return;
+      for (const ConstructionTemporary& temporary : graph.construction_temporaries) {
+        if (temporary.after_parameters != position) continue;
+        temporaries.push_back(writer->alloc(writer->intern(graph.names[temporary.name] + ".construction"),
+                                            temporary.numel * dtype_bytes(built_dtype), TensorCategory::Parameter));
+      }
+    };
+    for (size_t i = 0; i < graph.parameters.size(); ++i) {
+      allocate_temporaries_at(i);
+      allocate(graph.parameters[i], TensorCategory::Parameter);
+    }
+    allocate_temporaries_at(graph.parameters.size());
+    for (uint32_t slot : temporaries) writer->free(slot);
   }
   for (TensorId buffer : graph.buffers) allocate(buffer, TensorCategory::Buffer);
   if (!cast_after_build) return;

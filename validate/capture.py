@@ -328,7 +328,7 @@ def run(cfg, hook, log):
     else:
         model = models.build_model(family, dims, options, dropout=_dropout(cfg.get("dropout", 0.0)),
                                    attention=attention, checkpointing=(ckpt == "full"))
-        make_batch = models.make_batch
+        make_batch = lambda family, dims, b, s, g: models.make_batch(family, dims, b, s, g, options=options)  # noqa: E731
     torch.set_default_dtype(torch.float32)
     if half is not None and loading == "fp32_then_cast":
         model = model.to(half)

@@ -288,7 +288,7 @@ def run_loop(cfg, torch, phases, device, log):
     def batch_on_device():
         # The batch is made on the CPU (the seeded generator is a CPU one) and copied over:
         # on the GPU only the copies exist, as with a DataLoader's pinned batches.
-        return tuple(t.to(device) for t in models.make_batch(family, dims, batch, seq, gen))
+        return tuple(t.to(device) for t in models.make_batch(family, dims, batch, seq, gen, options=options))
 
     phases.mark("setup")
     model = models.build_model(family, dims, options, dropout=capture._dropout(cfg.get("dropout", 0.0)),

@@ -339,6 +339,46 @@ class Bert(nn.Module):
         return logits, loss
 
 
+# ---------------------------------------------------------------- nn.TransformerEncoder classifier
+
+class TransformerEncoderClassifier(nn.Module):
+    """The transformer_encoder family (planner/families/transformer_encoder.cc): token embedding
+    plus a learned position table, nn.TransformerEncoder built from a template layer, a linear
+    head on the mean over the sequence or on every token. batch_first=False takes [s, b]
+    tokens (make_batch gives them so)."""
+
+    def __init__(self, dims, options, dropout, attention, use_checkpoint):
+        super().__init__()
+        h, P = _dim(dims, "hidden"), _dim(dims, "max_positions", default=512)
+        self.batch_first = _flag(options, "batch_first", False)
+        self.per_token = _flag(options, "per_token_head", False)
+        self.use_checkpoint = use_checkpoint
+        self.embed = nn.Embedding(_dim(dims, "vocab"), h)
+        self.pos = nn.Parameter(torch.zeros((1, P, h) if self.batch_first else (P, 1, h)))
+        layer = nn.TransformerEncoderLayer(
+            h, _dim(dims, "heads"), dim_feedforward=_dim(dims, "ffn_hidden", default=2048), dropout=dropout,
+            activation="gelu" if _flag(options, "gelu", False) else "relu", batch_first=self.batch_first,
+            norm_first=_flag(options, "norm_first", False))
+        norm = nn.LayerNorm(h) if _flag(options, "final_norm", False) else None
+        self.encoder = nn.TransformerEncoder(layer, _dim(dims, "layers"), norm=norm, enable_nested_tensor=False)
+        self.head = nn.Linear(h, _dim(dims, "num_labels", default=2))
+
+    def forward(self, tokens, targets=None):
+        T = tokens.shape[1] if self.batch_first else tokens.shape[0]
+        x = self.embed(tokens) + (self.pos[:, :T] if self.batch_first else self.pos[:T])
+        if self.use_checkpoint:
+            x = run_blocks(self.encoder.layers, x, True)
+            if self.encoder.norm is not None:
+                x = self.encoder.norm(x)
+        else:
+            x = self.encoder(x)
+        logits = self.head(x if self.per_token else x.mean(dim=1 if self.batch_first else 0))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+
 # ---------------------------------------------------------------- torchvision (ResNet, ViT)
 
 class Checkpointed(nn.Module):
@@ -411,8 +451,8 @@ class MLP(nn.Module):
         return logits, loss
 
 
-FAMILIES = ("gpt2", "llama", "bert", "vit", "resnet", "mlp")
-_ALIASES = {"encoder": "bert", "transformer_encoder": "bert", "nanogpt": "gpt2"}
+FAMILIES = ("gpt2", "llama", "bert", "vit", "resnet", "mlp", "transformer_encoder")
+_ALIASES = {"encoder": "bert", "nanogpt": "gpt2"}
 
 
 def family_of(name):
@@ -432,12 +472,13 @@ def build_model(family, dims, options=None, dropout=0.0, attention="eager",
     elif f == "vit":
         model = build_vit(dims, options, dropout, checkpointing)
     else:
-        cls = {"gpt2": GPT2, "llama": Llama, "bert": Bert, "mlp": MLP}[f]
+        cls = {"gpt2": GPT2, "llama": Llama, "bert": Bert, "mlp": MLP,
+               "transformer_encoder": TransformerEncoderClassifier}[f]
         model = cls(dims, options, dropout, attention, checkpointing)
     return model.to(device)
 
 
-def make_batch(family, dims, batch_size, seq_len, generator, device="cpu"):
+def make_batch(family, dims, batch_size, seq_len, generator, device="cpu", options=None):
     """One (inputs, targets) micro-batch: token ids for language models, images and labels for
     vision models (seq_len is the image size), features and labels for the MLP."""
     if family == "hf":  # a config.json dict (validate/hf_models.py): token ids and next tokens
@@ -453,6 +494,14 @@ def make_batch(family, dims, batch_size, seq_len, generator, device="cpu"):
             return x, torch.randint(0, labels, (batch_size,), generator=generator, device=device)
         y = torch.randint(0, V, (batch_size, seq_len), generator=generator, device=device)
         return x, y
+    if f == "transformer_encoder":
+        options = options or {}
+        V, first = _dim(dims, "vocab"), _flag(options, "batch_first", False)
+        shape = (batch_size, seq_len) if first else (seq_len, batch_size)
+        x = torch.randint(0, V, shape, generator=generator, device=device)
+        labels = _dim(dims, "num_labels", default=2)
+        y_shape = shape if _flag(options, "per_token_head", False) else (batch_size,)
+        return x, torch.randint(0, labels, y_shape, generator=generator, device=device)
     if f == "mlp":
         x = torch.randn(batch_size, _dim(dims, "input", "inputs", "hidden"), generator=generator, device=device)
         classes = _dim(dims, "output", "classes", default=10)

@@ -26,6 +26,7 @@ void build_vit(GraphBuilder& builder, const ModelConfig& model);
 void build_resnet(GraphBuilder& builder, const ModelConfig& model);
 void build_mlp(GraphBuilder& builder, const ModelConfig& model);
 void build_gpt_neox(GraphBuilder& builder, const ModelConfig& model);
+void build_transformer_encoder(GraphBuilder& builder, const ModelConfig& model);
 // A model given as a graph file (docs/graph-format.md; graph_file_builder.cc).
 void build_graph(GraphBuilder& builder, const ModelConfig& model);
 

@@ -20,6 +20,7 @@ void build_forward(GraphBuilder& builder, const ModelConfig& model) {
   if (model.family == "resnet") return build_resnet(builder, model);
   if (model.family == "mlp") return build_mlp(builder, model);
   if (model.family == "gpt_neox") return build_gpt_neox(builder, model);
+  if (model.family == "transformer_encoder") return build_transformer_encoder(builder, model);
   std::vector<std::string> names;
   for (const auto& spec : family_specs()) names.emplace_back(spec.name);
   throw InputError(SourceLocation{model.source, 0, 0, -1}, "family",

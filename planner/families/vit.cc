@@ -6,6 +6,7 @@
 
 #include "base/input_error.h"
 #include "planner/families/families.h"
+#include "planner/families/multihead_attention.h"
 #include "planner/ops/op_catalogue.h"
 
 namespace oomcast::planner::families {
@@ -13,7 +14,9 @@ namespace oomcast::planner::families {
 namespace {
 
 struct VitLayer {
-  TensorId ln_1_w, ln_1_b, in_proj_w, in_proj_b, out_proj_w, out_proj_b, ln_2_w, ln_2_b, fc1_w, fc1_b, fc2_w, fc2_b;
+  TensorId ln_1_w, ln_1_b;
+  MultiheadAttentionWeights attention;
+  TensorId ln_2_w, ln_2_b, fc1_w, fc1_b, fc2_w, fc2_b;
 };
 
 }  // namespace
@@ -48,10 +51,7 @@ void build_vit(GraphBuilder& g, const ModelConfig& model) {
     g.push_module("layers.encoder_layer_" + std::to_string(i));
     b.ln_1_w = g.parameter("ln_1.weight", {hidden});
     b.ln_1_b = g.parameter("ln_1.bias", {hidden});
-    b.in_proj_w = g.parameter("self_attention.in_proj_weight", {3 * hidden, hidden});
-    b.in_proj_b = g.parameter("self_attention.in_proj_bias", {3 * hidden});
-    b.out_proj_w = g.parameter("self_attention.out_proj.weight", {hidden, hidden});
-    b.out_proj_b = g.parameter("self_attention.out_proj.bias", {hidden});
+    b.attention = multihead_attention_parameters(g, "self_attention", hidden);
     b.ln_2_w = g.parameter("ln_2.weight", {hidden});
     b.ln_2_b = g.parameter("ln_2.bias", {hidden});
     b.fc1_w = g.parameter("mlp.0.weight", {ffn, hidden});
@@ -92,8 +92,6 @@ void build_vit(GraphBuilder& g, const ModelConfig& model) {
   shape.head_dim = hidden / heads;
   shape.causal = false;
   const bool torch_1 = g.context().torch_version < 200;
-  const auto scores_numel = static_cast<uint64_t>(batch * heads * seq * seq);
-  const auto heads_numel = static_cast<uint64_t>(batch * seq * hidden);
   // nn.MultiheadAttention(batch_first=True) returns attn_output.transpose(1, 0): the residual
   // add that follows takes its first operand's (permuted) layout, so from the first block's
   // attention on the residual stream is not contiguous, and every LayerNorm copies its input.
@@ -105,42 +103,7 @@ void build_vit(GraphBuilder& g, const ModelConfig& model) {
     g.begin_scope();
     g.hold(x);
     TensorId ln1 = ops::layer_norm(g, "ln_1", x, b.ln_1_w, b.ln_1_b, hidden, residual_permuted);
-    g.push_module("self_attention");
-    g.begin_scope();
-    g.hold(ln1);
-    // batch_first: the query is transposed to [s, b, h], so linear's matmul copies it.
-    TensorId proj = ops::linear(g, "in_proj", ln1, b.in_proj_w, b.in_proj_b, hidden, 3 * hidden, /*copy_input=*/true);
-    TensorId attn = kNoTensor;
-    if (torch_1) {
-      // torch 1.13's F.multi_head_attention_forward: linear(q, w, b).chunk(3, -1), then
-      // q, k, v = x.contiguous().view(s, b * heads, d).transpose(0, 1) (three copies; proj dies
-      // after the third), q_scaled = q / sqrt(d), bmm(q_scaled, k^T), softmax, dropout,
-      // bmm(attn, v), transpose(0, 1).contiguous(). bmm saves its strided operands as they are;
-      // the q copy is a local until the function returns (validate/op_probe.py mha).
-      std::vector<TensorId> chunks = ops::split(g, "in_proj_chunk", proj, 3);
-      TensorId q = ops::copy(g, "q_contiguous", chunks[0]);
-      TensorId k = ops::copy(g, "k_contiguous", chunks[1]);
-      TensorId v = ops::copy(g, "v_contiguous", chunks[2]);
-      g.hold(q);
-      TensorId q_scaled = ops::scale(g, "q_scaled", q);
-      TensorId scores = ops::batched_matmul(g, "qk", q_scaled, k, scores_numel, false, false);
-      TensorId probabilities = ops::softmax(g, "softmax", scores);
-      probabilities = ops::dropout(g, "attn_dropout", probabilities);
-      TensorId weighted = ops::batched_matmul(g, "av", probabilities, v, heads_numel, false, false);
-      attn = ops::copy(g, "attn_output_contiguous", weighted);
-    } else {
-      // proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
-      TensorId packed = ops::copy(g, "in_proj_packed", proj);
-      std::vector<TensorId> qkv = ops::split(g, "qkv", packed, 3);
-      attn = ops::attention(g, "attention", qkv[0], qkv[1], qkv[2], shape);
-      if (g.context().attention == AttentionImpl::Flash || g.context().attention == AttentionImpl::MemEfficient) {
-        // attn_output.permute(2, 0, 1, 3).contiguous(): [s, b, ...] order, always a copy.
-        attn = ops::copy(g, "attn_output_contiguous", attn);
-      }
-    }
-    TensorId out = ops::linear(g, "out_proj", attn, b.out_proj_w, b.out_proj_b, hidden, hidden);
-    g.end_scope();
-    g.pop_module();
+    TensorId out = multihead_self_attention(g, "self_attention", b.attention, ln1, shape, hidden, /*batch_first=*/true);
     out = ops::dropout(g, "dropout", out);
     TensorId x_mid = ops::add(g, "attn_residual", out, x);
     residual_permuted = true;

@@ -80,6 +80,14 @@ TensorId GraphBuilder::adapter_parameter(std::string_view leaf, std::vector<int6
   return id;
 }
 
+void GraphBuilder::construction_temporary(std::string_view leaf, std::vector<int64_t> shape) {
+  ConstructionTemporary temporary;
+  temporary.name = intern(qualified(leaf));
+  temporary.numel = shape_numel(shape);
+  temporary.after_parameters = graph_.parameters.size();
+  graph_.construction_temporaries.push_back(temporary);
+}
+
 TensorId GraphBuilder::buffer(std::string_view leaf, uint64_t numel, DType dtype) {
   TensorId id = new_tensor(leaf, numel, dtype, TensorRole::Buffer);
   graph_.buffers.push_back(id);

@@ -66,6 +66,9 @@ class GraphBuilder {
   TensorId parameter(std::string_view leaf, std::vector<int64_t> shape);
   // A LoRA adapter's weight: always trainable, in `dtype`, registered when the forward reaches it.
   TensorId adapter_parameter(std::string_view leaf, std::vector<int64_t> shape, DType dtype);
+  // A tensor of the constructor that is not a parameter of the finished model (a template
+  // module that gets deep-copied), allocated at this point of the parameter order.
+  void construction_temporary(std::string_view leaf, std::vector<int64_t> shape);
   // Registers a persistent buffer.
   TensorId buffer(std::string_view leaf, uint64_t numel, DType dtype);
   // A batch tensor loaded by the training loop (token ids, targets, images).

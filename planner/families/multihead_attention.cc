@@ -1,0 +1,63 @@
+// nn.MultiheadAttention's self-attention forward (F.multi_head_attention_forward) for the
+// torch release the scenario names; see multihead_attention.h.
+#include "planner/families/multihead_attention.h"
+
+#include <vector>
+
+namespace oomcast::planner::families {
+
+MultiheadAttentionWeights multihead_attention_parameters(GraphBuilder& g, const std::string& module, int64_t hidden) {
+  MultiheadAttentionWeights w;
+  w.in_proj_weight = g.parameter(module + ".in_proj_weight", {3 * hidden, hidden});
+  w.in_proj_bias = g.parameter(module + ".in_proj_bias", {3 * hidden});
+  w.out_proj_weight = g.parameter(module + ".out_proj.weight", {hidden, hidden});
+  w.out_proj_bias = g.parameter(module + ".out_proj.bias", {hidden});
+  return w;
+}
+
+TensorId multihead_self_attention(GraphBuilder& g, const std::string& module, const MultiheadAttentionWeights& w,
+                                  TensorId x, const ops::AttentionShape& shape, int64_t hidden, bool batch_first) {
+  const bool torch_1 = g.context().torch_version < 200;
+  const auto scores_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.seq);
+  const auto heads_numel = static_cast<uint64_t>(shape.batch * shape.seq * hidden);
+  g.push_module(module);
+  g.begin_scope();
+  g.hold(x);  // the query argument lives until forward returns
+  // batch_first: the query is transposed to [s, b, h], so linear's matmul copies it.
+  TensorId proj = ops::linear(g, "in_proj", x, w.in_proj_weight, w.in_proj_bias, hidden, 3 * hidden,
+                              /*copy_input=*/batch_first);
+  TensorId attn = kNoTensor;
+  if (torch_1) {
+    // torch 1.13's F.multi_head_attention_forward: linear(q, w, b).chunk(3, -1), then
+    // q, k, v = x.contiguous().view(s, b * heads, d).transpose(0, 1) (three copies; proj dies
+    // after the third), q_scaled = q / sqrt(d), bmm(q_scaled, k^T), softmax, dropout,
+    // bmm(attn, v), transpose(0, 1).contiguous(). bmm saves its strided operands as they are;
+    // the q copy is a local until the function returns (validate/op_probe.py mha).
+    std::vector<TensorId> chunks = ops::split(g, "in_proj_chunk", proj, 3);
+    TensorId q = ops::copy(g, "q_contiguous", chunks[0]);
+    TensorId k = ops::copy(g, "k_contiguous", chunks[1]);
+    TensorId v = ops::copy(g, "v_contiguous", chunks[2]);
+    g.hold(q);
+    TensorId q_scaled = ops::scale(g, "q_scaled", q);
+    TensorId scores = ops::batched_matmul(g, "qk", q_scaled, k, scores_numel, false, false);
+    TensorId probabilities = ops::softmax(g, "softmax", scores);
+    probabilities = ops::dropout(g, "attn_dropout", probabilities);
+    TensorId weighted = ops::batched_matmul(g, "av", probabilities, v, heads_numel, false, false);
+    attn = ops::copy(g, "attn_output_contiguous", weighted);
+  } else {
+    // proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
+    TensorId packed = ops::copy(g, "in_proj_packed", proj);
+    std::vector<TensorId> qkv = ops::split(g, "qkv", packed, 3);
+    attn = ops::attention(g, "attention", qkv[0], qkv[1], qkv[2], shape);
+    if (g.context().attention == AttentionImpl::Flash || g.context().attention == AttentionImpl::MemEfficient) {
+      // attn_output.permute(2, 0, 1, 3).contiguous(): [s, b, ...] order, always a copy.
+      attn = ops::copy(g, "attn_output_contiguous", attn);
+    }
+  }
+  TensorId out = ops::linear(g, "out_proj", attn, w.out_proj_weight, w.out_proj_bias, hidden, hidden);
+  g.end_scope();
+  g.pop_module();
+  return out;
+}
+
+}  // namespace oomcast::planner::families
