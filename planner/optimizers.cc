@@ -104,15 +104,23 @@ void OptimizerModel::adam_temporaries(const std::vector<size_t>& params) {
       return;
     }
     case OptimizerImpl::SingleTensor:
+    {
       // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps): sqrt, then the division.
+      // denom is a local of the loop over parameters: the previous parameter's is freed only
+      // when the new one is bound, and the last one when the function returns (CPU captures of
+      // torch 1.13: +sqrt, +denom, -sqrt, -previous denom).
+      uint32_t previous_denom = UINT32_MAX;
       for (size_t p : params) {
         uint64_t bytes = params_[p].numel * dtype_bytes(params_[p].dtype);
         uint32_t sqrt_slot = writer_->alloc(state_name(p, ".sqrt"), bytes, TensorCategory::Temporary);
         uint32_t denom_slot = writer_->alloc(state_name(p, ".denom"), bytes, TensorCategory::Temporary);
         writer_->free(sqrt_slot);
-        writer_->free(denom_slot);
+        if (previous_denom != UINT32_MAX) writer_->free(previous_denom);
+        previous_denom = denom_slot;
       }
+      if (previous_denom != UINT32_MAX) writer_->free(previous_denom);
       return;
+    }
   }
 }
 

@@ -156,6 +156,22 @@ TEST_CASE("foreach AdamW holds one sqrt temporary per parameter during the step"
   CHECK(check.peak_bytes == 655472);
 }
 
+TEST_CASE("single-tensor AdamW frees a parameter's denom only once the next one's is bound",
+          "[planner][optimizer]") {
+  Scenario scenario = tiny_mlp_scenario();
+  scenario.optimizer.type = OptimizerType::AdamW;
+  scenario.optimizer.impl = OptimizerImpl::SingleTensor;
+  scenario.model.dims["hidden"] = 4096;
+  scenario.model.dims["output"] = 4096;
+  testing::ScheduleCheck check = check_schedule(plan_steps(scenario));
+  REQUIRE(check.ok);
+  // Params: 4*4096 + 4096 + 4096*4096 + 4096 = 16,801,792 elements = 67,207,168 B; params,
+  // grads, m and v are 4 * 67,207,168 = 268,828,672 B. At the big weight's step: its sqrt and
+  // denom (2 * 67,108,864) plus the bias before it's denom, still bound (16,384): 134,234,112.
+  // Plus the inputs (48) and the caller-held loss (4): 403,062,836 B.
+  CHECK(check.peak_bytes == 403062836ull);
+}
+
 TEST_CASE("8-bit AdamW keeps one byte per state element plus block absmax", "[planner][optimizer]") {
   Scenario scenario = tiny_mlp_scenario();
   scenario.optimizer.type = OptimizerType::AdamW8bit;
