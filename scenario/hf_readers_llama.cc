@@ -69,11 +69,9 @@ void read_gemma2(HfConfigFields& fields, ModelConfig& model) {
   fields.optional_number("query_pre_attn_scalar", 0.0);  // the scores' scale, not their size
   fields.read("cache_implementation");                   // generation only
   if (fields.optional_number("final_logit_softcapping", 0.0) > 0.0) model.options["final_logit_softcap"] = "true";
-  if (fields.optional_number("attn_logit_softcapping", 0.0) > 0.0) {
-    fields.note_unmodelled("attn_logit_softcapping",
-                           "eager attention's softcap (scores / cap, tanh, * cap: three more score-sized tensors) "
-                           "is not planned; SDPA and flash attention do not allocate them");
-  }
+  // Eager attention's softcap makes three more score-sized tensors (tanh's result is saved);
+  // SDPA and flash attention allocate nothing for it.
+  if (fields.optional_number("attn_logit_softcapping", 0.0) > 0.0) model.options["attn_logit_softcap"] = "true";
 }
 
 void read_phi3(HfConfigFields& fields, ModelConfig& model) {

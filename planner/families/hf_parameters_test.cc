@@ -60,12 +60,17 @@ TEST_CASE("mixture-of-experts configs count every expert's parameters", "[planne
 
 TEST_CASE("the published configs are read without unmodelled keys except the ones named", "[planner][models][hf]") {
   for (const char* folder : {"Qwen2-7B", "Qwen3-0.6B", "Mixtral-8x7B-v0.1", "Qwen1.5-MoE-A2.7B", "Qwen3-30B-A3B",
-                             "gemma-2b", "Phi-3-mini-4k-instruct", "phi-2", "pythia-160m", "falcon-7b"}) {
+                             "gemma-2b", "gemma-2-2b", "Phi-3-mini-4k-instruct", "phi-2", "pythia-160m",
+                             "falcon-7b"}) {
     INFO(folder);
     CHECK(warnings_of(published(folder)).empty());
   }
-  // Gemma 2's eager-attention softcap is the one thing its config asks for that is not planned.
-  CHECK(warnings_of(published("gemma-2-2b")).find("attn_logit_softcapping") != std::string::npos);
+}
+
+TEST_CASE("Gemma 2's config switches on both of its logit softcaps", "[planner][models][hf]") {
+  ModelConfig model = published("gemma-2-2b");
+  CHECK(model.options.at("attn_logit_softcap") == "true");
+  CHECK(model.options.at("final_logit_softcap") == "true");
 }
 
 TEST_CASE("mixtral is read as a mixture of experts, not as mistral", "[planner][models][hf]") {

@@ -19,7 +19,7 @@ namespace {
 struct LlamaShape {
   int64_t layers, hidden, heads, kv_heads, head_dim, ffn, vocab;
   bool tied, qkv_bias, o_bias, mlp_bias, qk_norm, fused_qkv, fused_gate_up, gelu_mlp, scale_embedding;
-  bool offset_norm, sandwich_norm, final_softcap;
+  bool offset_norm, sandwich_norm, final_softcap, attention_softcap;
   MoeShape moe;
 };
 
@@ -44,6 +44,7 @@ LlamaShape read_shape(const ModelConfig& model) {
   s.offset_norm = option_enabled(model, "offset_norm", false);
   s.sandwich_norm = option_enabled(model, "sandwich_norm", false);
   s.final_softcap = option_enabled(model, "final_logit_softcap", false);
+  s.attention_softcap = option_enabled(model, "attn_logit_softcap", false);
   s.moe = read_moe_shape(model);
   return s;
 }
@@ -215,6 +216,7 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
   shape.seq = seq;
   shape.head_dim = s.head_dim;
   shape.causal = true;
+  shape.score_softcap = s.attention_softcap;
   for (int64_t i = 0; i < s.layers; ++i) {
     const LlamaLayer& b = blocks[static_cast<size_t>(i)];
     g.push_module("layers." + std::to_string(i));

@@ -56,6 +56,11 @@ TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, T
   uint64_t out_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.head_dim);
   TensorId scores = bmm(g, name + ".qk", q, k, scores_numel, !shape.q_contiguous, !shape.k_contiguous, true);
   TensorId att = scale(g, name + ".scale", scores);
+  if (shape.score_softcap) {
+    att = scale(g, name + ".softcap_div", att);
+    att = tanh(g, name + ".softcap_tanh", att);  // saves its result
+    att = scale(g, name + ".softcap_mul", att);
+  }
   if (shape.causal) {
     // bias[:, :, :T, :T] == 0 builds a bool mask per call; masked_fill saves it.
     uint64_t mask_numel = static_cast<uint64_t>(shape.seq * shape.seq);

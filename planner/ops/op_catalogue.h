@@ -88,6 +88,9 @@ struct AttentionShape {
   // q is a fresh contiguous [b, heads, s, d] (GPT-NeoX's torch.cat of the rotated and
   // pass-through parts): matmul views it as 3-D without a copy.
   bool q_contiguous = false;
+  // Gemma 2's attn_logit_softcapping in eager attention: scores / cap, tanh, * cap before the
+  // mask (SDPA and flash attention take no extra tensors for it).
+  bool score_softcap = false;
 };
 // Scaled dot-product attention of q, k, v ([b, heads, s, d] views) with the scenario's
 // implementation (eager as nanoGPT writes it, SDPA math, flash, memory-efficient). Returns
