@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "advisor/moe_routing.h"
 #include "scenario/scenario.h"
 #include "planner/step_planner.h"
 #include "sim/trace.h"
@@ -85,6 +86,8 @@ struct Prediction {
   // torch.cuda.memory_stats() at the end of the step's replay on the device (at the OOM when it
   // does not fit), flattened as PyTorch does; empty on the cpu device (no caching allocator).
   std::map<std::string, int64_t> memory_stats;
+  // Mixture of experts: the peaks of the balanced and the worst routing (plan fills it).
+  MoeRoutingCases moe_routing;
 
   // usable - peak reserved; negative when it does not fit.
   int64_t spare_bytes() const {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "advisor/byte_text.h"
+#include "advisor/moe_routing.h"
 #include "advisor/parallel_report.h"
 #include "advisor/terminal_timeline.h"
 #include "scenario/scenario_loader.h"
@@ -174,6 +175,7 @@ std::string verdict_line(const Prediction& prediction) {
 std::string render_text(const Prediction& prediction) {
   std::string text = header(prediction) + parallel_text(prediction);
   text += "\n" + verdict_line(prediction) + "\n" + device_used_line(prediction);
+  text += moe_routing_text(prediction);
   if (prediction.steady_state.extrapolated && !prediction.steady_state.exact) {
     const SteadyStateNote& steady = prediction.steady_state;
     text += fmt::format("steady state (approximate): after {} planned iterations the schedule repeats and no tensor "
@@ -280,6 +282,7 @@ std::string render_json(const Prediction& prediction) {
                                      {"other_process_bytes", s.device.model.other_process_bytes}};
   }
   add_parallel_json(prediction, json);
+  add_moe_routing_json(prediction, json);
   return json.dump(2) + "\n";
 }
 

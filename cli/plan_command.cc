@@ -81,6 +81,7 @@ int run_plan(const PlanFlags& flags) {
     if (!flags.html.empty()) write_html_report(plan_html_report(scenario, planned, prediction), flags.html);
     if (!flags.export_snapshot.empty()) planner::export_plan_snapshot(flags.export_snapshot, scenario, planned);
   }
+  planner::add_moe_routing_cases(prediction);
   std::string text = flags.json ? planner::render_json(prediction) : planner::render_text(prediction);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return prediction.fits ? 0 : 1;
