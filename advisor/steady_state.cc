@@ -99,7 +99,10 @@ class SteadyStateWatch {
         case sim::EventKind::FreeCompleted:
         case sim::EventKind::StreamSync:
         case sim::EventKind::DeviceSync:
-          // Deferred frees make the allocator's state depend on when streams synchronise, which
+        case sim::EventKind::CaptureBegin:
+        case sim::EventKind::CaptureEnd:
+        case sim::EventKind::GraphRelease:
+          // Deferred frees and graph pools make the allocator's state depend on when streams synchronise, which
           // the block comparison below does not capture: such a plan is replayed in full.
           broken_ = true;
           break;

@@ -3,8 +3,8 @@
 
 namespace oomcast::sim {
 
-BlockPool::BlockPool(bool is_small)
-    : is_small_(is_small) {}
+BlockPool::BlockPool(bool is_small, PrivatePool* owner)
+    : is_small_(is_small), owner_(owner) {}
 
 void BlockPool::insert(Block* block) {
   block->gc_count_base = get_free_blocks_call_count;

@@ -11,6 +11,8 @@
 
 namespace oomcast::sim {
 
+struct PrivatePool;
+
 struct BlockByAddressOrder {
   bool operator()(const Block* a, const Block* b) const {
     if (a->stream != b->stream) return a->stream < b->stream;
@@ -23,11 +25,14 @@ class BlockPool {
   using FreeSet = FreeBlockIndex;
   using UnmappedSet = std::set<Block*, BlockByAddressOrder>;
 
-  explicit BlockPool(bool is_small);
+  // `owner` is the CUDA graph private pool this pool belongs to, or nullptr for the
+  // allocator's own small and large pools.
+  explicit BlockPool(bool is_small, PrivatePool* owner = nullptr);
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
 
   bool is_small() const { return is_small_; }
+  PrivatePool* owner() const { return owner_; }
   FreeSet& blocks() { return blocks_; }
   const FreeSet& blocks() const { return blocks_; }
   UnmappedSet& unmapped() { return unmapped_; }
@@ -46,6 +51,7 @@ class BlockPool {
 
  private:
   bool is_small_;
+  PrivatePool* owner_;
   FreeSet blocks_;
   UnmappedSet unmapped_;
 };

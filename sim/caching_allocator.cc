@@ -52,14 +52,16 @@ uint64_t CachingAllocator::allowed_memory_maximum() const {
 Block* CachingAllocator::malloc(uint64_t requested, uint64_t stream) {
   if (requested == 0) return nullptr;
   last_oom_.reset();
-  if (!completed_events_.empty()) process_events();
+  // Polling events is illegal while a capture is underway, so it waits until none is.
+  if (!completed_events_.empty() || !events_deferred_until_no_capture_.empty()) [[unlikely]]
+    if (captures_underway_.empty()) process_events();
   if (requested >= kOneExbibyte) {
     stats_.num_ooms += 1;
     last_oom_ = OomDetails{requested, requested, requested, kOneExbibyteOomMessage, kOneExbibyteOomMessage};
     return nullptr;
   }
   uint64_t size = round_size(requested, config_);
-  BlockPool& pool = pool_for(size);
+  BlockPool& pool = pool_for(size, stream);
   uint64_t alloc_size = get_allocation_size(size);
 
   Block* block = get_free_block(pool, stream, size);
@@ -68,9 +70,10 @@ Block* CachingAllocator::malloc(uint64_t requested, uint64_t stream) {
     block = alloc_block(pool, stream, size, alloc_size, false);
     if (!block && release_available_cached_blocks(pool, stream, size))
       block = alloc_block(pool, stream, size, alloc_size, false);
-    if (!block) {
+    if (!block && captures_underway_.empty()) {
       // Third attempt: flush the whole cache. What it released stays released even when
-      // the attempt fails, so a caught OOM leaves the cache empty.
+      // the attempt fails, so a caught OOM leaves the cache empty. Not during a capture,
+      // where synchronising the device is illegal.
       release_cached_blocks();
       stats_.num_alloc_retries += 1;
       block = alloc_block(pool, stream, size, alloc_size, true);
@@ -168,7 +171,9 @@ Block* CachingAllocator::alloc_block(BlockPool& pool, uint64_t stream, uint64_t 
                                      bool /*is_retry*/) {
   uint64_t reserved = static_cast<uint64_t>(stats_.reserved_bytes.all().current);
   if (memory_fraction_set() && reserved + alloc_size > allowed_memory_maximum()) return nullptr;
-  if (config_.expandable_segments) return try_allocate_expandable_block(pool, stream, size);
+  // Private pools always take whole cudaMalloc segments, as in PyTorch (their checkpointing
+  // does not support expandable segments).
+  if (config_.expandable_segments && !pool.owner()) return try_allocate_expandable_block(pool, stream, size);
   std::optional<uint64_t> address = device_.malloc(alloc_size);
   if (!address) return nullptr;
   Block* block = new_block();
@@ -180,6 +185,7 @@ Block* CachingAllocator::alloc_block(BlockPool& pool, uint64_t stream, uint64_t 
   stats_.reserved_bytes.increase(pool.is_small(), static_cast<int64_t>(alloc_size));
   if (alloc_size >= config_.max_split_size) stats_.oversize_segments.increase(1);
   stats_.num_device_alloc += 1;
+  if (pool.owner()) pool.owner()->segment_count += 1;
   record(SegmentDecision::Kind::Alloc, *address, alloc_size);
   return block;
 }
@@ -187,7 +193,12 @@ Block* CachingAllocator::alloc_block(BlockPool& pool, uint64_t stream, uint64_t 
 void CachingAllocator::free(Block* block) {
   note_free_request(block);
   if (block->has_stream_uses) {
-    insert_events(block);
+    if (!captures_underway_.empty()) {
+      mark_pending_free(block);
+      events_deferred_until_no_capture_.push_back(block);
+    } else {
+      insert_events(block);
+    }
     return;
   }
   free_block(block);
@@ -260,6 +271,7 @@ void CachingAllocator::release_cached_blocks() {
   stats_.num_sync_all_streams += 1;
   release_blocks(large_pool_);
   release_blocks(small_pool_);
+  release_freeable_private_pools();
 }
 
 void CachingAllocator::release_blocks(BlockPool& pool) {
@@ -283,6 +295,7 @@ void CachingAllocator::release_block(Block* block) {
   stats_.reserved_bytes.decrease(pool.is_small(), static_cast<int64_t>(block->size));
   if (block->size >= config_.max_split_size) stats_.oversize_segments.decrease(1);
   stats_.num_device_free += 1;
+  if (pool.owner()) pool.owner()->segment_count -= 1;
   record(SegmentDecision::Kind::Free, block->address, block->size);
   pool.erase(block);
   delete_block(block);
@@ -309,8 +322,15 @@ void CachingAllocator::fail_with_oom(uint64_t requested, uint64_t rounded, uint6
 }
 
 std::vector<Block*> CachingAllocator::restore_segment(uint64_t address, uint64_t stream, bool is_small,
-                                                      const std::vector<RestoredBlock>& blocks) {
-  BlockPool& pool = is_small ? small_pool_ : large_pool_;
+                                                      const std::vector<RestoredBlock>& blocks, uint64_t pool_id) {
+  BlockPool* chosen = is_small ? &small_pool_ : &large_pool_;
+  if (pool_id != 0) {
+    PrivatePool* owner = find_private_pool(pool_id);
+    if (!owner) owner = private_pools_.emplace(pool_id, std::make_unique<PrivatePool>(pool_id)).first->second.get();
+    owner->segment_count += 1;
+    chosen = is_small ? &owner->small_blocks : &owner->large_blocks;
+  }
+  BlockPool& pool = *chosen;
   std::vector<Block*> created;
   uint64_t offset = 0;
   Block* previous = nullptr;

@@ -3,7 +3,8 @@
 // collection, max_split_size rules and expandable segments. Function names mirror
 // CUDACachingAllocator.cpp so docs/allocator-model.md needs no translation column.
 // Single-threaded; one stream partition per stream id; CUDA events of record_stream are
-// modelled by the synchronisation points the caller reports (sim/stream_events.cc).
+// modelled by the synchronisation points the caller reports (sim/stream_events.cc). CUDA
+// graph captures allocate from private pools (sim/graph_pools.cc).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "sim/expandable_segment.h"
 #include "sim/memory_stats.h"
 #include "sim/oom_message.h"
+#include "sim/private_pool.h"
 #include "sim/segment_decision.h"
 
 namespace oomcast::sim {
@@ -80,10 +82,28 @@ class CachingAllocator {
   // Blocks whose free was requested but not completed.
   size_t pending_frees() const { return pending_frees_; }
 
+  // --- graph_pools.cc: CUDA graph private pools (spec: docs/allocator-model.md) ---
+  // CUDAGraph::capture_begin: allocations on `stream` go to the private pool `pool_id`
+  // (created on first use, else one more user) until end_allocate_to_pool. Returns false,
+  // changing nothing, where PyTorch fails an internal assert: the pool is already being
+  // captured into, or every graph using it was released while it still holds segments.
+  bool begin_allocate_to_pool(uint64_t pool_id, uint64_t stream);
+  // CUDAGraph::capture_end. Returns false if no capture into `pool_id` is underway.
+  bool end_allocate_to_pool(uint64_t pool_id);
+  // A graph using the pool is destroyed or reset: one user fewer. At zero its free segments
+  // become releasable. Returns false if the pool has no user left to release.
+  bool release_pool(uint64_t pool_id);
+  bool capture_underway() const { return !captures_underway_.empty(); }
+  // The live private pool `pool_id` (also one whose graphs are all released but which still
+  // holds segments), or nullptr.
+  const PrivatePool* private_pool(uint64_t pool_id) const;
+
   // Adds a segment found in a snapshot. `blocks` cover it exactly, in address order.
   // Returns the Block objects in the same order. Stats move as if it had been allocated.
+  // A segment of a private pool (`pool_id` != 0) goes to that pool, which is created with
+  // one user (the graph that owned it when the snapshot was taken) if it does not exist.
   std::vector<Block*> restore_segment(uint64_t address, uint64_t stream, bool is_small,
-                                      const std::vector<RestoredBlock>& blocks);
+                                      const std::vector<RestoredBlock>& blocks, uint64_t pool_id = 0);
 
   // Adds an expandable segment found in a snapshot: a reservation starting at `base` whose
   // mapped ranges are `runs` (in address order); the rest of it is unmapped. Returns the
@@ -112,7 +132,11 @@ class CachingAllocator {
   // --- caching_allocator.cc: the malloc and free paths ---
   Block* new_block();
   void delete_block(Block* block);
-  BlockPool& pool_for(uint64_t rounded_size) { return rounded_size <= (1ull << 20) ? small_pool_ : large_pool_; }
+  BlockPool& pool_for(uint64_t rounded_size, uint64_t stream) {
+    if (!captures_underway_.empty()) [[unlikely]]
+      if (BlockPool* captured = capture_pool_for(rounded_size, stream)) return *captured;
+    return rounded_size <= (1ull << 20) ? small_pool_ : large_pool_;
+  }
   Block* get_free_block(BlockPool& pool, uint64_t stream, uint64_t size);
   bool should_split(const Block* block, uint64_t size) const;
   Block* alloc_found_block(Block* block, uint64_t size, uint64_t requested);
@@ -132,9 +156,19 @@ class CachingAllocator {
     return memory_fraction_set() && config_.garbage_collection_threshold > 0.0;
   }
 
+  // --- graph_pools.cc ---
+  BlockPool* capture_pool_for(uint64_t rounded_size, uint64_t stream);
+  PrivatePool* find_private_pool(uint64_t pool_id);
+  void release_freeable_private_pools();
+  // The pools a walk over every free block must visit: the allocator's and each private one.
+  std::vector<const BlockPool*> all_pools() const;
+
   // --- stream_events.cc ---
   void note_free_request(Block* block);
   void insert_events(Block* block);
+  void mark_pending_free(Block* block);
+  void record_events_on_used_streams(Block* block);
+  void insert_events_deferred_until_no_capture();
   void process_events();
   void synchronize_and_free_events();
 
@@ -163,6 +197,16 @@ class CachingAllocator {
   std::map<uint64_t, std::vector<Block*>> outstanding_events_;     // stream -> blocks with an event there
   std::vector<Block*> completed_events_;                          // all events done; freed at process_events
   size_t pending_frees_ = 0;
+  std::map<uint64_t, std::unique_ptr<PrivatePool>> private_pools_;  // by MempoolId
+  std::vector<PrivatePool*> freeable_private_pools_;                 // use_count 0, segments left
+  struct CaptureUnderway {
+    uint64_t pool_id;
+    uint64_t stream;
+  };
+  std::vector<CaptureUnderway> captures_underway_;
+  // Frees of record_stream'd blocks during a capture: events may not be recorded while a
+  // capture is underway, so they are recorded at the first poll after it ends.
+  std::vector<Block*> events_deferred_until_no_capture_;
 };
 
 }  // namespace oomcast::sim

@@ -53,7 +53,7 @@ std::string CachingAllocator::check_invariants() const {
     }
   }
   size_t pooled = 0;
-  for (const BlockPool* pool : {&small_pool_, &large_pool_}) {
+  for (const BlockPool* pool : all_pools()) {
     for (const Block* block : pool->blocks().in_order()) {
       ++pooled;
       if (block->allocated || !free_blocks.count(block)) {
@@ -79,6 +79,13 @@ std::string CachingAllocator::check_invariants() const {
     check("segment", segments[small], stats_.segment.pool(is_small).current);
     check("inactive_split_bytes", inactive_split_bytes[small], stats_.inactive_split_bytes.pool(is_small).current);
     check("inactive_split", inactive_split_count[small], stats_.inactive_split.pool(is_small).current);
+  }
+  for (const auto& [id, pool] : private_pools_) {
+    int64_t owned = 0;
+    for (const Block* head : segment_heads())
+      if (head->pool->owner() == pool.get()) owned += 1;
+    if (owned != pool->segment_count && problem.str().empty())
+      problem << "private pool " << id << " counts " << pool->segment_count << " segments but owns " << owned;
   }
   return problem.str();
 }

@@ -22,7 +22,63 @@ Block failed_block;      // an allocation that hit OOM when replay goes on past 
   throw InputError({"", line, 0, static_cast<int64_t>(index)}, id, "free of id '" + id + "' " + why);
 }
 
+[[noreturn]] void throw_bad_graph_event(const Trace& trace, size_t index, const std::string& why) {
+  const Event& event = trace.events[index];
+  std::string graph = event.tag < trace.strings.size() ? trace.strings[event.tag] : std::to_string(event.tag);
+  int64_t line = index < trace.source_lines.size() ? trace.source_lines[index] : 0;
+  throw InputError({"", line, 0, static_cast<int64_t>(index)}, graph, "graph '" + graph + "' " + why);
+}
+
 }  // namespace
+
+Replayer::GraphState* Replayer::find_graph(uint32_t name) {
+  for (auto& [graph, state] : graphs_)
+    if (graph == name) return &state;
+  return nullptr;
+}
+
+void Replayer::begin_capture(const Trace& trace, size_t index) {
+  const Event& event = trace.events[index];
+  if (find_graph(event.tag)) throw_bad_graph_event(trace, index, "is captured again before graph_release");
+  uint64_t pool_id = 0;
+  if (event.slot == 0) {
+    pool_id = next_pool_id_++;
+  } else if (const GraphState* shared = find_graph(event.slot)) {
+    pool_id = shared->pool_id;  // pool=other_graph.pool()
+  } else {
+    for (const auto& [handle, id] : pool_handles_)
+      if (handle == event.slot) pool_id = id;
+    if (pool_id == 0) {  // the first use of a graph_pool_handle()
+      pool_id = next_pool_id_++;
+      pool_handles_.emplace_back(event.slot, pool_id);
+    }
+  }
+  if (!allocator_->begin_allocate_to_pool(pool_id, event.stream)) {
+    const PrivatePool* pool = allocator_->private_pool(pool_id);
+    if (pool && pool->use_count == 0)
+      throw_bad_graph_event(trace, index,
+                            "captures into a pool whose graphs were all released while it still holds memory: "
+                            "PyTorch fails an internal assert (use_count > 0); capture into a fresh pool");
+    throw_bad_graph_event(trace, index, "captures into a pool another capture is already recording into");
+  }
+  graphs_.emplace_back(event.tag, GraphState{pool_id, true});
+}
+
+void Replayer::end_capture(const Trace& trace, size_t index) {
+  GraphState* graph = find_graph(trace.events[index].tag);
+  if (!graph || !graph->capturing) throw_bad_graph_event(trace, index, "ends a capture it did not begin");
+  allocator_->end_allocate_to_pool(graph->pool_id);
+  graph->capturing = false;
+}
+
+void Replayer::release_graph(const Trace& trace, size_t index) {
+  uint32_t name = trace.events[index].tag;
+  GraphState* graph = find_graph(name);
+  if (!graph) throw_bad_graph_event(trace, index, "is released but was never captured");
+  if (graph->capturing) throw_bad_graph_event(trace, index, "is released while it is capturing");
+  allocator_->release_pool(graph->pool_id);
+  graphs_.erase(std::find_if(graphs_.begin(), graphs_.end(), [name](const auto& entry) { return entry.first == name; }));
+}
 
 Replayer::Replayer(const AllocatorConfig& config, const DeviceModel& device, const ReplayOptions& options)
     : options_(options),
@@ -169,7 +225,20 @@ ReplayResult Replayer::run(const Trace& trace) {
         break;
       }
       case EventKind::EmptyCache:
+        if (allocator.capture_underway())
+          throw InputError({"", index < trace.source_lines.size() ? trace.source_lines[index] : 0, 0,
+                            static_cast<int64_t>(index)},
+                           "empty_cache", "empty_cache during a CUDA graph capture: PyTorch forbids synchronising then");
         allocator.empty_cache();
+        break;
+      case EventKind::CaptureBegin:
+        begin_capture(trace, index);
+        break;
+      case EventKind::CaptureEnd:
+        end_capture(trace, index);
+        break;
+      case EventKind::GraphRelease:
+        release_graph(trace, index);
         break;
     }
     if (options_.check_invariants) {

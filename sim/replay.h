@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/allocator_config.h"
@@ -92,6 +93,9 @@ class Replayer {
   void bind(uint32_t slot, Block* block);
   // Address of the block currently bound to `slot`, or 0.
   uint64_t address_of(uint32_t slot) const;
+  // Pool ids from this one on are given to the trace's fresh pools (a snapshot replay sets
+  // it above the ids of the pools it restored).
+  void set_first_pool_id(uint64_t id) { next_pool_id_ = id; }
   // Called after each event with its index; used by snapshot replays to check addresses.
   void on_event(std::function<void(size_t)> callback) { callback_ = std::move(callback); }
 
@@ -103,6 +107,19 @@ class Replayer {
   std::unique_ptr<CachingAllocator> allocator_;
   std::vector<Block*> slots_;
   std::vector<uint32_t> skipped_completions_;  // free_requested of a zero-byte or failed alloc
+  // The CUDA graphs of the trace (by the string index of their name) and the pools of
+  // graph_pool_handle() names; pool ids count from 1 (0 is the allocator's own pool).
+  struct GraphState {
+    uint64_t pool_id = 0;
+    bool capturing = false;
+  };
+  std::vector<std::pair<uint32_t, GraphState>> graphs_;
+  std::vector<std::pair<uint32_t, uint64_t>> pool_handles_;
+  uint64_t next_pool_id_ = 1;
+  void begin_capture(const Trace& trace, size_t index);
+  void end_capture(const Trace& trace, size_t index);
+  void release_graph(const Trace& trace, size_t index);
+  GraphState* find_graph(uint32_t name);
   std::function<void(size_t)> callback_;
 };
 

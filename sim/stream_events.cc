@@ -17,6 +17,16 @@ void CachingAllocator::record_stream(Block* block, uint64_t stream) {
 }
 
 void CachingAllocator::insert_events(Block* block) {
+  mark_pending_free(block);
+  record_events_on_used_streams(block);
+}
+
+void CachingAllocator::mark_pending_free(Block* block) {
+  block->pending_free = true;
+  pending_frees_ += 1;
+}
+
+void CachingAllocator::record_events_on_used_streams(Block* block) {
   auto uses = stream_uses_.find(block);
   for (uint64_t stream : uses->second) {
     outstanding_events_[stream].push_back(block);
@@ -24,8 +34,12 @@ void CachingAllocator::insert_events(Block* block) {
   }
   stream_uses_.erase(uses);
   block->has_stream_uses = false;
-  block->pending_free = true;
-  pending_frees_ += 1;
+}
+
+void CachingAllocator::insert_events_deferred_until_no_capture() {
+  std::vector<Block*> deferred;
+  deferred.swap(events_deferred_until_no_capture_);
+  for (Block* block : deferred) record_events_on_used_streams(block);
 }
 
 void CachingAllocator::request_free(Block* block) {
@@ -57,12 +71,14 @@ void CachingAllocator::synchronize_device() {
 }
 
 void CachingAllocator::process_events() {
+  insert_events_deferred_until_no_capture();
   std::vector<Block*> completed;
   completed.swap(completed_events_);
   for (Block* block : completed) complete_free(block);
 }
 
 void CachingAllocator::synchronize_and_free_events() {
+  insert_events_deferred_until_no_capture();
   synchronize_device();
   process_events();
 }

@@ -91,6 +91,21 @@ void TraceBuilder::empty_cache() {
   if (line_ > 0) trace_.source_lines.push_back(line_);
 }
 
+void TraceBuilder::capture_begin(const std::string& graph, StreamId stream, const std::string& pool) {
+  trace_.events.push_back(Event{EventKind::CaptureBegin, intern(pool), intern(graph), 0, stream});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+}
+
+void TraceBuilder::capture_end(const std::string& graph) {
+  trace_.events.push_back(Event{EventKind::CaptureEnd, 0, intern(graph), 0, 0});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+}
+
+void TraceBuilder::graph_release(const std::string& graph) {
+  trace_.events.push_back(Event{EventKind::GraphRelease, 0, intern(graph), 0, 0});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+}
+
 Trace TraceBuilder::take() {
   live_slots_.clear();
   free_requested_.clear();

@@ -1,6 +1,6 @@
 // Trace: the simulator's input language. An ordered list of events (alloc, free, mark,
-// empty_cache, and the stream events: record_stream, free_requested / free_completed,
-// sync) that the planner emits and the snapshot reader produces; sim never learns where a
+// empty_cache, the stream events: record_stream, free_requested / free_completed, sync,
+// and the CUDA graph events: capture_begin / capture_end, graph_release) that the planner emits and the snapshot reader produces; sim never learns where a
 // trace came from. The text form is documented in docs/trace-format.md.
 #pragma once
 
@@ -25,10 +25,15 @@ enum class EventKind : uint8_t {
   FreeCompleted,  // the pending free of `slot` completes (as a snapshot records it)
   StreamSync,     // all work queued on `stream` so far has finished (its events complete)
   DeviceSync,     // torch.cuda.synchronize(): every stream's work has finished
+  CaptureBegin,   // graph `tag` starts capturing on `stream` into the pool named by `slot`
+  CaptureEnd,     // graph `tag` ends its capture
+  GraphRelease,   // graph `tag` is destroyed or reset: its pool loses a user
 };
 
 // One event. `slot` is a dense index naming the allocation (0..Trace::slot_names.size()-1),
-// so the replay needs no hash lookup; `tag` indexes Trace::strings (0 = no tag).
+// so the replay needs no hash lookup; `tag` indexes Trace::strings (0 = no tag). The graph
+// events name their graph by `tag`; CaptureBegin's `slot` indexes Trace::strings too: the
+// pool to share (another graph's name or a pool handle), 0 for a fresh pool of its own.
 struct Event {
   EventKind kind = EventKind::Alloc;
   uint32_t slot = 0;
@@ -69,6 +74,11 @@ class TraceBuilder {
   void sync_device();
   void mark(const std::string& label);
   void empty_cache();
+  // torch.cuda.CUDAGraph capture_begin(pool) / capture_end / reset on one graph. `pool` is
+  // empty for a fresh pool, else the name of a graph to share with or of a pool handle.
+  void capture_begin(const std::string& graph, StreamId stream, const std::string& pool = "");
+  void capture_end(const std::string& graph);
+  void graph_release(const std::string& graph);
   void set_source_line(int64_t line) { line_ = line; }
   uint32_t intern(const std::string& text);
   size_t size() const { return trace_.events.size(); }

@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -136,14 +137,53 @@ class TraceParser {
       builder_.mark(std::string(label));
     } else if (action == "empty_cache") {
       if (fields.size() != 1) fail(fields[1], "empty_cache takes no arguments");
+      if (!capturing_.empty())
+        fail(action, "empty_cache while graph '" + capturing_.begin()->first + "' is capturing (line " +
+                         std::to_string(capturing_.begin()->second) + "): PyTorch forbids synchronising during a capture");
       builder_.empty_cache();
+    } else if (action == "capture_begin") {
+      if (fields.size() < 3 || fields.size() > 4)
+        fail(action, "capture_begin takes a graph, a stream and an optional pool: 'capture_begin <graph> <stream> [pool]'");
+      std::string graph(fields[1]);
+      uint64_t stream = parse_number(fields[2], "stream");
+      std::string pool = fields.size() == 4 ? std::string(fields[3]) : std::string();
+      if (auto capturing = capturing_.find(graph); capturing != capturing_.end())
+        fail(graph, "graph '" + graph + "' begins a capture while its capture from line " +
+                        std::to_string(capturing->second) + " is underway");
+      if (auto captured = captured_.find(graph); captured != captured_.end())
+        fail(graph, "graph '" + graph + "' was already captured on line " + std::to_string(captured->second) +
+                        "; release it (graph_release) before capturing it again");
+      for (const auto& [other, line] : capturing_)
+        if (stream_of_capture_[other] == stream)
+          fail(fields[2], "stream " + std::to_string(stream) + " is already capturing graph '" + other + "' (line " +
+                              std::to_string(line) + ")");
+      if (pool == graph) fail(fields[3], "graph '" + graph + "' cannot share its own pool; omit the pool for a fresh one");
+      capturing_[graph] = line_number_;
+      stream_of_capture_[graph] = stream;
+      builder_.capture_begin(graph, stream, pool);
+    } else if (action == "capture_end" || action == "graph_release") {
+      if (fields.size() != 2)
+        fail(action, std::string(action) + " takes exactly one graph: '" + std::string(action) + " <graph>'");
+      std::string graph(fields[1]);
+      if (action == "capture_end") {
+        if (!capturing_.count(graph)) fail(graph, "capture_end of graph '" + graph + "', which is not capturing");
+        capturing_.erase(graph);
+        captured_[graph] = line_number_;
+        builder_.capture_end(graph);
+      } else {
+        if (capturing_.count(graph))
+          fail(graph, "graph_release of graph '" + graph + "' while it is capturing; end the capture first");
+        if (!captured_.count(graph)) fail(graph, "graph_release of graph '" + graph + "', which was never captured");
+        captured_.erase(graph);
+        builder_.graph_release(graph);
+      }
     } else {
-      static const std::vector<std::string> actions = {"alloc",          "free",          "mark",
-                                                       "empty_cache",    "record_stream", "free_requested",
-                                                       "free_completed", "sync"};
+      static const std::vector<std::string> actions = {
+          "alloc",          "free", "mark",          "empty_cache", "record_stream", "free_requested",
+          "free_completed", "sync", "capture_begin", "capture_end", "graph_release"};
       fail(action, "unknown trace action '" + std::string(action) + "'" + did_you_mean(action, actions) +
                        "; expected alloc, free, mark, empty_cache, record_stream, free_requested, "
-                       "free_completed or sync");
+                       "free_completed, sync, capture_begin, capture_end or graph_release");
     }
   }
 
@@ -153,6 +193,9 @@ class TraceParser {
   std::unordered_map<std::string, int64_t> live_since_;
   std::unordered_map<std::string, int64_t> freed_at_;
   std::unordered_map<std::string, int64_t> requested_at_;
+  std::map<std::string, int64_t> capturing_;  // graph -> line of its capture_begin
+  std::unordered_map<std::string, uint64_t> stream_of_capture_;
+  std::unordered_map<std::string, int64_t> captured_;  // graph -> line of its capture_end
 };
 
 }  // namespace
@@ -194,7 +237,8 @@ Trace read_trace_file(const std::string& path) {
 
 void write_trace(std::ostream& out, const Trace& trace) {
   out << "# oomcast trace v1: alloc <id> <bytes> [stream] [tag] | free <id> | mark <label> | empty_cache |"
-         " record_stream <id> <stream> | free_requested <id> | free_completed <id> | sync [stream]\n";
+         " record_stream <id> <stream> | free_requested <id> | free_completed <id> | sync [stream] |"
+         " capture_begin <graph> <stream> [pool] | capture_end <graph> | graph_release <graph>\n";
   // A Trace's slots are distinct even when two live slots share a name (the planner's names
   // are labels); the text form needs unique live ids, so a clash gets the slot appended.
   std::unordered_map<std::string, uint32_t> live_names;
@@ -248,6 +292,17 @@ void write_trace(std::ostream& out, const Trace& trace) {
         break;
       case EventKind::DeviceSync:
         out << "sync\n";
+        break;
+      case EventKind::CaptureBegin:
+        out << "capture_begin " << trace.strings[event.tag] << ' ' << event.stream;
+        if (event.slot != 0) out << ' ' << trace.strings[event.slot];
+        out << '\n';
+        break;
+      case EventKind::CaptureEnd:
+        out << "capture_end " << trace.strings[event.tag] << '\n';
+        break;
+      case EventKind::GraphRelease:
+        out << "graph_release " << trace.strings[event.tag] << '\n';
         break;
     }
   }

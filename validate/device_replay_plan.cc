@@ -137,6 +137,9 @@ DeviceReplayPlan plan_raw_replay(const sim::Trace& trace) {
       case sim::EventKind::RecordStream:
       case sim::EventKind::StreamSync:
       case sim::EventKind::DeviceSync:
+      case sim::EventKind::CaptureBegin:  // graph pools are the simulator's business only
+      case sim::EventKind::CaptureEnd:
+      case sim::EventKind::GraphRelease:
         break;
     }
   }

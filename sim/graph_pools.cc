@@ -1,0 +1,82 @@
+// CUDA graph private pools (torch.cuda.graph, torch.compile "reduce-overhead", the decode
+// graphs of serving engines): begin/end of a capture into a pool, the release of a graph,
+// and the pool lookup malloc makes while a capture is underway. Behaviour as in PyTorch's
+// beginAllocateToPool / endAllocateToPool / releasePool and release_cached_blocks.
+#include <algorithm>
+
+#include "sim/caching_allocator.h"
+
+namespace oomcast::sim {
+
+PrivatePool* CachingAllocator::find_private_pool(uint64_t pool_id) {
+  auto found = private_pools_.find(pool_id);
+  return found == private_pools_.end() ? nullptr : found->second.get();
+}
+
+const PrivatePool* CachingAllocator::private_pool(uint64_t pool_id) const {
+  auto found = private_pools_.find(pool_id);
+  return found == private_pools_.end() ? nullptr : found->second.get();
+}
+
+bool CachingAllocator::begin_allocate_to_pool(uint64_t pool_id, uint64_t stream) {
+  for (const CaptureUnderway& capture : captures_underway_)
+    if (capture.pool_id == pool_id) return false;
+  PrivatePool* pool = find_private_pool(pool_id);
+  if (pool && pool->use_count == 0) return false;  // PyTorch asserts use_count > 0 here
+  if (pool) {
+    pool->use_count += 1;
+  } else {
+    private_pools_.emplace(pool_id, std::make_unique<PrivatePool>(pool_id));
+  }
+  captures_underway_.push_back(CaptureUnderway{pool_id, stream});
+  return true;
+}
+
+bool CachingAllocator::end_allocate_to_pool(uint64_t pool_id) {
+  auto found = std::find_if(captures_underway_.begin(), captures_underway_.end(),
+                            [pool_id](const CaptureUnderway& capture) { return capture.pool_id == pool_id; });
+  if (found == captures_underway_.end()) return false;
+  captures_underway_.erase(found);
+  return true;
+}
+
+bool CachingAllocator::release_pool(uint64_t pool_id) {
+  PrivatePool* pool = find_private_pool(pool_id);
+  if (!pool || pool->use_count == 0) return false;
+  if (--pool->use_count == 0) freeable_private_pools_.push_back(pool);
+  return true;
+}
+
+BlockPool* CachingAllocator::capture_pool_for(uint64_t rounded_size, uint64_t stream) {
+  for (const CaptureUnderway& capture : captures_underway_) {
+    if (capture.stream != stream) continue;
+    PrivatePool* pool = find_private_pool(capture.pool_id);
+    return rounded_size <= (1ull << 20) ? &pool->small_blocks : &pool->large_blocks;
+  }
+  return nullptr;
+}
+
+void CachingAllocator::release_freeable_private_pools() {
+  for (auto it = freeable_private_pools_.begin(); it != freeable_private_pools_.end();) {
+    PrivatePool* pool = *it;
+    release_blocks(pool->small_blocks);
+    release_blocks(pool->large_blocks);
+    if (pool->segment_count == 0) {
+      it = freeable_private_pools_.erase(it);
+      private_pools_.erase(pool->id);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<const BlockPool*> CachingAllocator::all_pools() const {
+  std::vector<const BlockPool*> pools = {&small_pool_, &large_pool_};
+  for (const auto& [id, pool] : private_pools_) {
+    pools.push_back(&pool->small_blocks);
+    pools.push_back(&pool->large_blocks);
+  }
+  return pools;
+}
+
+}  // namespace oomcast::sim
