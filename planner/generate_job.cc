@@ -9,7 +9,10 @@
 // preallocates [b', kv_heads, max_cache_len, head_dim] per layer before the prefill and writes
 // in place. Grouped-query models repeat the whole cache to every query head per layer and step
 // (repeat_kv's expand + reshape copies). Beam search reorders the cache after every step
-// (index_select: a copy of each layer's K and V).
+// (index_select: a copy of each layer's K and V). Captured decode graphs (`cuda_graphs`,
+// static cache only) are captured after the prefill, one per batch size; a decode step that
+// one of them covers replays it: the model's forward allocates nothing, its logits are the
+// graph's static output.
 #include "planner/generate_job.h"
 
 #include <string>
@@ -17,6 +20,7 @@
 
 #include "base/input_error.h"
 #include "planner/checkpointing.h"
+#include "planner/cuda_graph_capture.h"
 #include "planner/families/families.h"
 #include "planner/graph_prune.h"
 #include "planner/graph_runner.h"
@@ -174,6 +178,51 @@ int64_t dim_or(const ModelConfig& model, const char* name, int64_t fallback) {
   return found == model.dims.end() ? fallback : found->second;
 }
 
+CacheShape cache_shape(const Scenario& s, int64_t sequences, int64_t layers) {
+  const PrecisionRules rules = job_precision_rules(s);
+  const DType cache_dtype = rules.autocast ? rules.low_dtype : rules.parameter_dtype;
+  const int64_t heads = dim_or(s.model, "heads", 1);
+  const int64_t kv_heads = dim_or(s.model, "kv_heads", heads);
+  const int64_t head_dim = dim_or(s.model, "hidden", heads) / heads;
+  CacheShape shape;
+  shape.layers = layers;
+  shape.bytes_per_token = static_cast<uint64_t>(sequences * kv_heads * head_dim) * dtype_bytes(cache_dtype);
+  if (kv_heads != heads) shape.repeated_per_token = static_cast<uint64_t>(sequences * heads * head_dim) * dtype_bytes(cache_dtype);
+  return shape;
+}
+
+// One decode step per captured batch size (static cache: the graph writes the job's cache in
+// place, and its shapes are fixed, so attention reads the whole max_cache_len).
+CapturedGraphs capture_decode_graphs(const Scenario& s, const CudaGraphConfig& graphs, ModelState* model,
+                                     ScheduleWriter* writer) {
+  const GenerateConfig& config = s.job.job.generate;
+  auto step = [&](int64_t batch) {
+    LayerGraph decode = generation_graph(s, batch, 1, false);
+    KvCacheHooks cache(cache_shape(s, batch, decode.num_units), config, writer);
+    cache.set_length(config.max_cache_len);
+    cache.attach(decode, 1);
+    ExecutionOrder order = compute_execution_order(decode);
+    CheckpointPlan checkpoints = plan_checkpointing(decode, order, CheckpointConfig{});
+    GraphRunner runner(decode, std::move(order), checkpoints, model, writer, {"logits"});
+    model->hooks = &cache;
+    runner.forward();
+    model->hooks = nullptr;
+    std::vector<uint32_t> outputs;
+    for (const auto& [name, slot] : runner.finish_step()) outputs.push_back(slot);
+    for (uint32_t slot : runner.take_all_live()) outputs.push_back(slot);
+    return outputs;
+  };
+  auto inputs = [&](int64_t batch) {
+    LayerGraph decode = generation_graph(s, batch, 1, false);
+    std::vector<uint32_t> slots;
+    for (TensorId input : decode.inputs)
+      slots.push_back(writer->alloc(writer->intern("static." + decode.names[decode.tensors[input].name]),
+                                    decode.tensors[input].bytes(), TensorCategory::Input));
+    return slots;
+  };
+  return capture_graphs(graphs, *writer, inputs, step, step);
+}
+
 }  // namespace
 
 PlannedTrace plan_generate_job(const Scenario& s) {
@@ -184,15 +233,7 @@ PlannedTrace plan_generate_job(const Scenario& s) {
   LayerGraph prefill = generation_graph(s, sequences, prompt, !config.prefill_full_logits);
   LayerGraph decode = generation_graph(s, sequences, 1, false);
 
-  const PrecisionRules rules = job_precision_rules(s);
-  const DType cache_dtype = rules.autocast ? rules.low_dtype : rules.parameter_dtype;
-  const int64_t heads = dim_or(s.model, "heads", 1);
-  const int64_t kv_heads = dim_or(s.model, "kv_heads", heads);
-  const int64_t head_dim = dim_or(s.model, "hidden", heads) / heads;
-  CacheShape shape;
-  shape.layers = prefill.num_units;
-  shape.bytes_per_token = static_cast<uint64_t>(sequences * kv_heads * head_dim) * dtype_bytes(cache_dtype);
-  if (kv_heads != heads) shape.repeated_per_token = static_cast<uint64_t>(sequences * heads * head_dim) * dtype_bytes(cache_dtype);
+  const CacheShape shape = cache_shape(s, sequences, prefill.num_units);
 
   PlannedTrace out;
   out.parameter_count = prefill.parameter_count();
@@ -221,11 +262,19 @@ PlannedTrace plan_generate_job(const Scenario& s) {
   uint32_t input_ids = UINT32_MAX;
   uint32_t previous_logits = UINT32_MAX;
   uint32_t previous_tokens = UINT32_MAX;
+  const CudaGraphConfig* decode_graphs = captured_graph_config(s, CapturedPhase::Decode);
+  const bool decode_replays = decode_graphs && replayed_batch_size(*decode_graphs, sequences) > 0;
+  CapturedGraphs captured;
   for (int64_t step = 0; step < config.new_tokens; ++step) {
     const bool first = step == 0;
     const LayerGraph& graph = first ? prefill : decode;
     GraphRunner& runner = first ? prefill_runner : decode_runner;
     writer.set_iteration(static_cast<int32_t>(step));
+    if (step == 1 && decode_graphs) {
+      writer.set_slot_prefix("capture/");
+      writer.begin_phase("capture/decode_graphs");
+      captured = capture_decode_graphs(s, *decode_graphs, &model, &writer);
+    }
     writer.set_slot_prefix("i" + std::to_string(step) + "/");
     writer.begin_phase(first ? "iter0/prefill" : "iter" + std::to_string(step) + "/decode");
     if (first) {
@@ -240,14 +289,16 @@ PlannedTrace plan_generate_job(const Scenario& s) {
                                            TensorCategory::Input));
       }
     }
-    cache.set_length(prompt + step);
-    cache.attach(graph, first ? prompt : 1);
-    model.hooks = &cache;
-    runner.forward();
-    model.hooks = nullptr;
     std::vector<uint32_t> outputs;
-    for (const auto& [name, slot] : runner.finish_step()) outputs.push_back(slot);
-    for (uint32_t slot : runner.take_all_live()) outputs.push_back(slot);
+    if (first || !decode_replays) {
+      cache.set_length(prompt + step);
+      cache.attach(graph, first ? prompt : 1);
+      model.hooks = &cache;
+      runner.forward();
+      model.hooks = nullptr;
+      for (const auto& [name, slot] : runner.finish_step()) outputs.push_back(slot);
+      for (uint32_t slot : runner.take_all_live()) outputs.push_back(slot);
+    }
     // next_token_logits = outputs.logits[:, -1, :].clone().float(); del outputs. The loop's
     // locals (next_token_logits, next_tokens) live until the next step rebinds them.
     const TensorDesc& logits = graph.tensors[graph.named_outputs.at("logits")];
@@ -280,6 +331,7 @@ PlannedTrace plan_generate_job(const Scenario& s) {
     if (config.num_beams > 1) cache.reorder();
   }
   writer.begin_phase("end");
+  release_captured_graphs(captured, writer);
   cache.release();
   writer.free(input_ids);
   if (previous_logits != UINT32_MAX) writer.free(previous_logits);

@@ -35,12 +35,42 @@ uint32_t ScheduleWriter::graph_name(const std::vector<std::string>& names, std::
   return mapped;
 }
 
+uint32_t ScheduleWriter::trace_string(const std::string& text) {
+  auto [it, inserted] = mark_index_.emplace(text, static_cast<uint32_t>(out_->trace.strings.size()));
+  if (inserted) out_->trace.strings.push_back(text);
+  return it->second;
+}
+
+void ScheduleWriter::push(const sim::Event& event) {
+  out_->trace.events.push_back(event);
+  out_->info.push_back(EventInfo{iteration_, phase_, op_, 0, TensorCategory::Activation});
+}
+
 void ScheduleWriter::begin_phase(const std::string& label) {
   phase_ = intern(label);
-  auto [it, inserted] = mark_index_.emplace(label, static_cast<uint32_t>(out_->trace.strings.size()));
-  if (inserted) out_->trace.strings.push_back(label);
-  out_->trace.events.push_back(sim::Event{sim::EventKind::Mark, 0, it->second, 0, 0});
+  out_->trace.events.push_back(sim::Event{sim::EventKind::Mark, 0, trace_string(label), 0, 0});
   out_->info.push_back(EventInfo{iteration_, phase_, 0, 0, TensorCategory::Activation});
+}
+
+void ScheduleWriter::record_stream(uint32_t slot, sim::StreamId stream) {
+  out_->trace.events.push_back(sim::Event{sim::EventKind::RecordStream, slot, 0, 0, stream});
+  out_->info.push_back(EventInfo{iteration_, phase_, op_, slot_tensor_[slot], slot_category_[slot]});
+}
+
+void ScheduleWriter::sync(sim::StreamId stream) { push(sim::Event{sim::EventKind::StreamSync, 0, 0, 0, stream}); }
+void ScheduleWriter::sync_device() { push(sim::Event{sim::EventKind::DeviceSync, 0, 0, 0, 0}); }
+void ScheduleWriter::empty_cache() { push(sim::Event{sim::EventKind::EmptyCache, 0, 0, 0, 0}); }
+
+void ScheduleWriter::capture_begin(const std::string& graph, sim::StreamId stream, const std::string& pool) {
+  push(sim::Event{sim::EventKind::CaptureBegin, pool.empty() ? 0 : trace_string(pool), trace_string(graph), 0, stream});
+}
+
+void ScheduleWriter::capture_end(const std::string& graph) {
+  push(sim::Event{sim::EventKind::CaptureEnd, 0, trace_string(graph), 0, 0});
+}
+
+void ScheduleWriter::graph_release(const std::string& graph) {
+  push(sim::Event{sim::EventKind::GraphRelease, 0, trace_string(graph), 0, 0});
 }
 
 uint32_t ScheduleWriter::alloc(uint32_t tensor_name, uint64_t bytes, TensorCategory category) {
@@ -52,7 +82,7 @@ uint32_t ScheduleWriter::alloc(uint32_t tensor_name, uint64_t bytes, TensorCateg
   slot_category_.push_back(category);
   slot_live_.push_back(1);
   slot_bytes_.push_back(bytes);
-  out_->trace.events.push_back(sim::Event{sim::EventKind::Alloc, slot, 0, bytes, 0});
+  out_->trace.events.push_back(sim::Event{sim::EventKind::Alloc, slot, 0, bytes, stream_});
   out_->info.push_back(EventInfo{iteration_, phase_, op_, tensor_name, category});
   live_bytes_ += bytes;
   ++live_count_;

@@ -31,9 +31,22 @@ class ScheduleWriter {
   void set_slot_prefix(const std::string& prefix) { slot_prefix_ = prefix; }
   void set_op(uint32_t op) { op_ = op; }
 
+  // The stream later allocations are made on (0, the default stream, unless set).
+  void set_stream(sim::StreamId stream) { stream_ = stream; }
+  sim::StreamId stream() const { return stream_; }
   // Returns the slot of the new allocation.
   uint32_t alloc(uint32_t tensor_name, uint64_t bytes, TensorCategory category);
   void free(uint32_t slot);
+  // The allocator events beyond alloc and free (docs/trace-format.md).
+  void record_stream(uint32_t slot, sim::StreamId stream);
+  void sync(sim::StreamId stream);
+  void sync_device();
+  void empty_cache();
+  // torch.cuda.graph capture of `graph` on `stream`; `pool`: the graph (or pool handle)
+  // whose pool it shares, "" for a fresh pool.
+  void capture_begin(const std::string& graph, sim::StreamId stream, const std::string& pool);
+  void capture_end(const std::string& graph);
+  void graph_release(const std::string& graph);
   uint64_t live_bytes() const { return live_bytes_; }
   size_t live_count() const { return live_count_; }
   // Category of a live or freed slot.
@@ -48,6 +61,9 @@ class ScheduleWriter {
   }
 
  private:
+  uint32_t trace_string(const std::string& text);
+  void push(const sim::Event& event);
+
   PlannedTrace* out_;
   std::unordered_map<std::string, uint32_t> name_index_;
   std::unordered_map<std::string, uint32_t> mark_index_;
@@ -59,6 +75,7 @@ class ScheduleWriter {
   int32_t iteration_ = 0;
   uint32_t phase_ = 0;
   uint32_t op_ = 0;
+  sim::StreamId stream_ = 0;
   uint64_t live_bytes_ = 0;
   size_t live_count_ = 0;
 };

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "scenario/cuda_graphs_config.h"
 #include "scenario/job_config.h"
 #include "scenario/parallel_config.h"
 #include "sim/allocator_config.h"
@@ -106,6 +107,7 @@ struct Scenario {
   sim::AllocatorConfig allocator;
   ParallelConfig parallel;                      // data parallel: one rank of the job is planned
   JobConfig job;                                // job kind, trainable subset, weight format, loading (job_config.h)
+  std::vector<CudaGraphConfig> cuda_graphs;     // captured graphs (cuda_graphs_config.h)
 };
 
 }  // namespace oomcast::planner

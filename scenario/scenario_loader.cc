@@ -20,6 +20,7 @@
 #include "scenario/model_families.h"
 #include "scenario/op_kind.h"
 #include "scenario/model_catalog.h"
+#include "scenario/cuda_graphs_config_loader.h"
 #include "scenario/moe_config.h"
 #include "scenario/parallel_config_loader.h"
 #include "scenario/size_limits.h"
@@ -85,7 +86,8 @@ Enum read_choice(const YamlNode& node, const Named<Enum> (&table)[N]) {
 const std::vector<std::string> kTopLevelKeys = {
     "description", "model", "batch_size", "seq_len", "image_size", "grad_accum_steps",
     "iterations", "precision", "attention", "dropout", "checkpointing", "optimizer",
-    "training_loop", "eval", "device", "allocator", "parallel", "moe"};
+    "training_loop", "eval", "device", "allocator", "parallel", "moe",
+    "cuda_graphs"};
 
 bool looks_like_path(const std::string& reference) {
   auto ends_with = [&](const char* suffix) {
@@ -549,6 +551,7 @@ Scenario read_scenario(const YamlDocument& document) {
   read_moe_section(root.child("moe"), scenario);    // scenario/moe_config.cc
   read_job_sections(root, scenario);                // scenario/job_config_loader.cc
   if (attention.is_missing()) scenario.attention = default_attention(scenario);  // depends on the job
+  read_cuda_graphs_section(root.child("cuda_graphs"), scenario);  // scenario/cuda_graphs_config_loader.cc
   check_device_support(root, scenario);
   check_scenario_sizes(root, scenario);
   return scenario;
