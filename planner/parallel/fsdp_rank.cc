@@ -5,9 +5,18 @@
 // after forward, SHARD_GRAD_OP keeps it until its backward is done. After a unit's backward
 // its unsharded gradient is reduce-scattered (in reduce_dtype) into the sharded .grad. The
 // root unit (parameters outside any block) is not resharded after forward.
+// Streams, as FSDP1 runs them: the all-gather and its buffers are on the unshard stream; the
+// reshard frees the unsharded parameter after record_stream on the compute stream (it may
+// still be read there), and with limit_all_gathers the CPU waits on the free event of the
+// unit two reshards back before the next all-gather (the trace's `sync 0` there). The
+// reduce-scatter's cast and output are on the post-backward stream, and the autograd gradient
+// it consumes is record_stream'd there before it is dropped. By the end of each backward the
+// GPU is taken to have caught up (a device sync): the trace knows no GPU timing.
 #include <algorithm>
+#include <deque>
 
 #include "planner/optimizers.h"
+#include "planner/parallel/comm_streams.h"
 #include "planner/parallel/parallel_rank.h"
 #include "planner/precision.h"
 
@@ -120,6 +129,8 @@ class FsdpRank : public ParallelRank {
   void end_backward(bool) override {
     for (size_t g = 0; g < groups_.params.size(); ++g) post_backward(g);
     for (size_t g = 0; g < gathered_.size(); ++g) reshard(g);
+    writer_->sync_device();
+    free_events_.clear();
   }
 
   void optimizer_step() override {
@@ -148,6 +159,13 @@ class FsdpRank : public ParallelRank {
 
   void gather(size_t g) {
     if (!gathers_ || gathered_[g] >= 0 || groups_.numel[g] == 0) return;
+    // _RateLimiter: at most two all-gathers in flight; the CPU waits on the oldest free event.
+    if (fsdp_.limit_all_gathers && free_events_.size() >= 2) {
+      free_events_.pop_front();
+      writer_->sync(kComputeStream);
+    }
+    const sim::StreamId caller = writer_->stream();
+    writer_->set_stream(kFsdpUnshardStream);
     uint32_t staging = UINT32_MAX;
     if (fsdp_.cpu_offload) {
       staging = writer_->alloc(intern("fsdp." + group_label(g) + ".shard_h2d"), held(g) * storage_bytes_,
@@ -163,12 +181,16 @@ class FsdpRank : public ParallelRank {
                                   TensorCategory::Communication);
     if (low_precision_shard != UINT32_MAX) writer_->free(low_precision_shard);
     if (staging != UINT32_MAX) writer_->free(staging);
+    writer_->set_stream(caller);
   }
 
   void reshard(size_t g) {
     if (gathered_[g] < 0) return;
-    writer_->free(static_cast<uint32_t>(gathered_[g]));
+    const auto unsharded = static_cast<uint32_t>(gathered_[g]);
+    if (sharded_) writer_->record_stream(unsharded, kComputeStream);  // "do not free until the compute stream is done"
+    writer_->free(unsharded);
     gathered_[g] = -1;
+    free_events_.push_back(g);
   }
 
   // The post-backward hook: reduce-scatter the unit's unsharded gradient into the sharded
@@ -179,6 +201,8 @@ class FsdpRank : public ParallelRank {
     bool any_grad = false;
     for (int32_t parameter : groups_.params[g]) any_grad = any_grad || model_->grad_slot[static_cast<size_t>(parameter)] >= 0;
     if (any_grad) {
+      const sim::StreamId caller = writer_->stream();
+      writer_->set_stream(kFsdpPostBackwardStream);
       uint32_t cast = UINT32_MAX;
       if (reduce_bytes_ != gathered_bytes_) {
         cast = writer_->alloc(intern("fsdp." + group_label(g) + ".unsharded_grad_reduce_dtype"), padded(g) * reduce_bytes_,
@@ -188,7 +212,11 @@ class FsdpRank : public ParallelRank {
       uint32_t output = writer_->alloc(intern("fsdp." + group_label(g) + (becomes_grad ? ".grad_shard" : ".reduce_scatter_output")),
                                        held(g) * reduce_bytes_,
                                        becomes_grad ? TensorCategory::Gradient : TensorCategory::Communication);
-      for (int32_t parameter : groups_.params[g]) drop_grad(parameter);
+      for (int32_t parameter : groups_.params[g]) {
+        const int64_t grad = model_->grad_slot[static_cast<size_t>(parameter)];
+        if (grad >= 0) writer_->record_stream(static_cast<uint32_t>(grad), kFsdpPostBackwardStream);
+        drop_grad(parameter);
+      }
       if (cast != UINT32_MAX) writer_->free(cast);
       if (becomes_grad) {
         grad_shard_[g] = output;
@@ -199,6 +227,7 @@ class FsdpRank : public ParallelRank {
         }
         writer_->free(output);  // added into the existing shard, or copied to the host
       }
+      writer_->set_stream(caller);
     }
     if (static_cast<int32_t>(g) != groups_.root) reshard(g);
   }
@@ -218,6 +247,7 @@ class FsdpRank : public ParallelRank {
   std::vector<uint8_t> reduced_;
   std::vector<int32_t> starts_at_;
   std::vector<int32_t> ends_at_;
+  std::deque<size_t> free_events_;  // reshards whose free event the rate limiter may wait on
   std::unique_ptr<OptimizerModel> optimizer_;
 };
 
