@@ -18,6 +18,7 @@ struct RecordedSegment {
   uint64_t stream = 0;
   bool is_small = false;
   bool expandable = false;  // a mapped run of an expandable segment
+  uint64_t pool = 0;        // a CUDA graph private pool (numbered from 1), or 0 for the allocator's own
 };
 
 struct RecordedBlock {

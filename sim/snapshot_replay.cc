@@ -67,14 +67,22 @@ void undo_events(RecordedLayout& layout, const std::vector<SnapshotTraceEntry>& 
   }
 }
 
-void load_dump_layout(RecordedLayout& layout, const Snapshot& snapshot, int device_index) {
+// Returns how many CUDA graph private pools (segment_pool_id other than (0, 0)) the
+// device's segments belong to; their segments are numbered 1.. in RecordedSegment::pool.
+uint64_t load_dump_layout(RecordedLayout& layout, const Snapshot& snapshot, int device_index) {
+  std::map<std::pair<int64_t, int64_t>, uint64_t> pools;
   for (const SnapshotSegment& segment : snapshot.segments) {
     if (segment.device != device_index) continue;
+    uint64_t pool = 0;
+    if (segment.pool_id_first != 0 || segment.pool_id_second != 0) {
+      auto key = std::make_pair(segment.pool_id_first, segment.pool_id_second);
+      pool = pools.emplace(key, pools.size() + 1).first->second;
+    }
     if (segment.is_expandable) {
       layout.map_range(segment.address, segment.total_size, segment.stream, segment.is_small_pool, -1);
     } else {
       layout.segments[segment.address] =
-          RecordedSegment{segment.total_size, segment.stream, segment.is_small_pool, false};
+          RecordedSegment{segment.total_size, segment.stream, segment.is_small_pool, false, pool};
     }
     for (const SnapshotBlock& block : segment.blocks) {
       if (block.state != SnapshotBlock::State::Inactive)
@@ -82,6 +90,7 @@ void load_dump_layout(RecordedLayout& layout, const Snapshot& snapshot, int devi
                                                         block.state == SnapshotBlock::State::ActivePendingFree};
     }
   }
+  return pools.size();
 }
 
 // One expandable segment per (stream, pool): PyTorch makes another only when no existing one
@@ -252,7 +261,24 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
   }
 
   RecordedLayout start(name, config);
-  load_dump_layout(start, snapshot, device_index);
+  const uint64_t graph_pools = load_dump_layout(start, snapshot, device_index);
+  // A private-pool segment at the dump: an allocation into it inside the window was made by
+  // a capture, which the recording does not mark; refused rather than replayed into the
+  // allocator's own pools.
+  std::map<uint64_t, RecordedSegment> pool_segments;
+  for (const auto& [address, segment] : start.segments)
+    if (segment.pool != 0) pool_segments.emplace(address, segment);
+  for (size_t i = 0; i < entries.size() && !pool_segments.empty(); ++i) {
+    if (entries[i].action != Action::Alloc && entries[i].action != Action::SegmentAlloc) continue;
+    auto after = pool_segments.upper_bound(entries[i].addr);
+    if (after == pool_segments.begin()) continue;
+    auto segment = std::prev(after);
+    if (entries[i].addr < segment->first + segment->second.size)
+      throw InputError({name, 0, 0, static_cast<int64_t>(i)}, "segment_pool_id",
+                       "allocation at " + hex(entries[i].addr) +
+                           " inside a CUDA graph pool's segment: captures inside the recording window are not "
+                           "replayed from snapshots yet");
+  }
   undo_events(start, entries);
   report.initial_segments = start.segments.size();
   report.initial_allocated_blocks = start.allocated.size();
@@ -370,8 +396,10 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
     std::vector<uint64_t> addresses;
     std::vector<RestoredBlock> blocks = blocks_of(start, address, segment.size, addresses);
     size_t next = 0;
-    bind_blocks(addresses, blocks, allocator.restore_segment(address, segment.stream, segment.is_small, blocks), next);
+    bind_blocks(addresses, blocks,
+                allocator.restore_segment(address, segment.stream, segment.is_small, blocks, segment.pool), next);
   }
+  replayer.set_first_pool_id(graph_pools + 1);
   for (const auto& [key, runs] : expandable_runs) {
     uint64_t base = std::min(facts.reservations[key].start_base, runs.front().address);
     std::vector<std::vector<Block*>> restored = allocator.restore_expandable_segment(base, key.first, key.second, runs);
