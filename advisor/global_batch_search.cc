@@ -6,11 +6,13 @@
 #include "advisor/global_batch_search.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 
 #include "advisor/predict.h"
 #include "base/input_error.h"
+#include "base/progress.h"
 
 namespace oomcast::planner {
 
@@ -30,6 +32,8 @@ std::vector<int64_t> divisors_of(int64_t n) {
 int64_t ranks_of(const Scenario& scenario) {
   return scenario.parallel.enabled() ? std::max<int64_t>(1, scenario.parallel.world_size) : 1;
 }
+
+constexpr std::string_view kSplitTask = "search splits of the global batch";  // the progress line
 
 class SplitEvaluator {
  public:
@@ -57,6 +61,7 @@ class SplitEvaluator {
     c.micro_batch = micro_batch;
     c.accum_steps = options_.global_batch / (micro_batch * ranks_);
     c.evaluation.value = micro_batch;
+    report_progress(kSplitTask, probes_.fetch_add(1) + 1, 0);
     try {
       // Loaded as `--set batch_size=m --set grad_accum_steps=k`, so the loader's rules (a
       // DeepSpeed JSON's micro-batch and accumulation) apply as they would to `plan`.
@@ -85,6 +90,7 @@ class SplitEvaluator {
   const GlobalBatchOptions& options_;
   int64_t ranks_;
   std::map<int64_t, GlobalBatchCandidate> cache_;
+  mutable std::atomic<uint64_t> probes_{0};  // evaluations so far, for the progress line
 };
 
 }  // namespace
@@ -96,6 +102,7 @@ int64_t planned_accum_steps(const Scenario& scenario, int64_t accum_steps) {
 
 GlobalBatchResult search_keep_global_batch(const ScenarioSource& source, const GlobalBatchOptions& options) {
   auto start = std::chrono::steady_clock::now();
+  ScopedProgress progress(kSplitTask);
   if (options.margin < 0.0 || options.margin >= 1.0) {
     throw InputError(SourceLocation{}, "--margin", "--margin must be in [0%, 100%)");
   }

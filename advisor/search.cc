@@ -6,6 +6,7 @@
 #include "advisor/search.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 
@@ -14,6 +15,7 @@
 #include "advisor/byte_text.h"
 #include "base/edit_distance.h"
 #include "base/input_error.h"
+#include "base/progress.h"
 #include "planner/families/families.h"
 #include "advisor/predict.h"
 #include "planner/step_planner.h"
@@ -21,6 +23,8 @@
 namespace oomcast::planner {
 
 namespace {
+
+constexpr std::string_view kSearchTask = "search probes";  // the progress line
 
 // The loader's bounds (scenario_loader.cc), repeated here so that with_parameter rejects
 // exactly what `--set` would.
@@ -73,6 +77,7 @@ class Evaluator {
     Evaluation evaluation;
     evaluation.value = value;
     try {
+      report_progress(kSearchTask, probes_.fetch_add(1) + 1, 0);
       Prediction prediction = predict(
           with_margin(source_.load({key_ + "=" + std::to_string(value)}), margin_, margin_bytes_));
       evaluation.fits = prediction.fits;
@@ -90,6 +95,7 @@ class Evaluator {
   uint64_t margin_bytes_;
   size_t jobs_;
   std::map<int64_t, Evaluation> cache_;
+  mutable std::atomic<uint64_t> probes_{0};  // evaluations so far, for the progress line
 };
 
 // `count` values spread evenly over the open interval (lo, hi).
@@ -237,6 +243,7 @@ Evaluation evaluate_value(const Scenario& scenario, SearchParam param, int64_t v
 
 SearchResult search_max_fitting(const ScenarioSource& source, const SearchOptions& options) {
   auto start = std::chrono::steady_clock::now();
+  ScopedProgress progress(kSearchTask);
   if (options.margin < 0.0 || options.margin >= 1.0) {
     throw InputError(SourceLocation{}, "--margin", "--margin must be in [0%, 100%)");
   }

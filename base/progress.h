@@ -28,6 +28,19 @@ void set_progress_sink(ProgressSink sink);
 void report_progress(std::string_view task, uint64_t done, uint64_t total);
 void end_progress(std::string_view task);
 
+// A task that reports from its start (so the line follows it, not the loops it runs) and ends
+// however its scope ends, by return or by exception.
+class ScopedProgress {
+ public:
+  explicit ScopedProgress(std::string_view task, uint64_t total = 0) : task_(task) { report_progress(task_, 0, total); }
+  ~ScopedProgress() { end_progress(task_); }
+  ScopedProgress(const ScopedProgress&) = delete;
+  ScopedProgress& operator=(const ScopedProgress&) = delete;
+
+ private:
+  std::string_view task_;  // a string literal: it outlives the scope
+};
+
 // The text of a one-line status: "replaying events 65536/1048576 (6%), 2.1 s", or without a
 // known total "search probes 7, 3.0 s".
 std::string format_progress_line(std::string_view task, uint64_t done, uint64_t total, double elapsed_seconds);

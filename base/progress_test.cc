@@ -1,6 +1,7 @@
 // Tests of the progress sink: reports reach an installed sink and nothing else.
 #include "base/progress.h"
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,20 @@ TEST_CASE("progress reports without a sink are dropped", "[base][progress]") {
   report_progress("search", 1, 0);
   end_progress("search");
   CHECK(calls == 0);
+}
+
+TEST_CASE("a scoped task reports its start and its end, also when the scope throws", "[base][progress]") {
+  std::vector<std::string> seen;
+  set_progress_sink([&](const ProgressEvent& event) {
+    seen.push_back(std::string(event.task) + (event.finished ? " end" : " start"));
+  });
+  try {
+    ScopedProgress task("search probes");
+    throw std::runtime_error("the scenario failed to load");
+  } catch (const std::runtime_error&) {
+  }
+  set_progress_sink({});
+  CHECK(seen == std::vector<std::string>{"search probes start", "search probes end"});
 }
 
 TEST_CASE("a progress line gives the count, the share done and the time so far", "[base][progress]") {
