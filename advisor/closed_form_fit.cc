@@ -1,6 +1,7 @@
 // The closed-form fit: simulate a small grid of (B, S), solve the least-squares problem with
 // column-pivoting QR on a column-scaled design matrix (B·S² is ~10^7 times B, so unscaled
-// columns would lose the small terms to rounding), and report every residual.
+// columns would lose the small terms to rounding), once for forward/backward and once for the
+// optimizer step (peak_regimes.h), and report every residual against the max of the two.
 #include "advisor/closed_form_fit.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "advisor/byte_text.h"
+#include "advisor/peak_regimes.h"
 #include "planner/families/families.h"
 #include "advisor/predict.h"
 #include "planner/step_planner.h"
@@ -32,29 +34,80 @@ std::string signed_term(double value, const char* unit) {
   return fmt::format(" {} {}{}", value < 0 ? "-" : "+", byte_text(std::fabs(value)), unit);
 }
 
-}  // namespace
-
-double ClosedFormFit::predict(int64_t batch, int64_t seq_len) const {
-  double B = static_cast<double>(batch), S = static_cast<double>(seq_len);
-  return a + b * B + (has_sequence ? c * B * S + d * B * S * S : 0.0);
-}
-
-std::string ClosedFormFit::formula() const {
-  std::string text = fmt::format("{} ≈ {}", metric == "peak_allocated_bytes" ? "peak allocated" : "peak reserved",
-                                 byte_text(a));
-  text += signed_term(b, "·B");
+std::string law_text(const FitLaw& law, bool has_sequence) {
+  std::string text = byte_text(law.a) + signed_term(law.b, "·B");
   if (has_sequence) {
-    text += signed_term(c, "·B·S");
-    text += signed_term(d, "·B·S²");
+    text += signed_term(law.c, "·B·S");
+    text += signed_term(law.d, "·B·S²");
   }
   return text;
 }
 
+// Least squares of `peaks` on the columns 1, B (, B·S, B·S²) of the samples.
+FitLaw solve(const std::vector<FitSample>& samples, const std::vector<double>& peaks, bool use_sequence) {
+  const Eigen::Index columns = use_sequence ? 4 : 2;
+  Eigen::MatrixXd design(static_cast<Eigen::Index>(samples.size()), columns);
+  Eigen::VectorXd target(static_cast<Eigen::Index>(samples.size()));
+  for (size_t i = 0; i < samples.size(); ++i) {
+    double b = static_cast<double>(samples[i].batch), s = static_cast<double>(samples[i].seq_len);
+    auto row = static_cast<Eigen::Index>(i);
+    design(row, 0) = 1.0;
+    design(row, 1) = b;
+    if (use_sequence) {
+      design(row, 2) = b * s;
+      design(row, 3) = b * s * s;
+    }
+    target(row) = peaks[i];
+  }
+  Eigen::VectorXd scale = design.colwise().norm().transpose();
+  for (Eigen::Index j = 0; j < columns; ++j) {
+    if (scale(j) == 0.0) scale(j) = 1.0;
+  }
+  Eigen::MatrixXd scaled = design * scale.cwiseInverse().asDiagonal();
+  Eigen::VectorXd solution = scaled.colPivHouseholderQr().solve(target).cwiseQuotient(scale);
+  FitLaw law;
+  law.a = solution(0);
+  law.b = solution(1);
+  if (use_sequence) {
+    law.c = solution(2);
+    law.d = solution(3);
+  }
+  return law;
+}
+
+}  // namespace
+
+double FitLaw::at(int64_t batch, int64_t seq_len, bool has_sequence) const {
+  double B = static_cast<double>(batch), S = static_cast<double>(seq_len);
+  return a + b * B + (has_sequence ? c * B * S + d * B * S * S : 0.0);
+}
+
+double ClosedFormFit::predict(int64_t batch, int64_t seq_len) const {
+  double fitted = activations().at(batch, seq_len, has_sequence);
+  return has_step_law ? std::max(fitted, step.at(batch, seq_len, has_sequence)) : fitted;
+}
+
+std::string ClosedFormFit::formula() const {
+  std::string text = metric == "peak_allocated_bytes" ? "peak allocated ≈ " : "peak reserved ≈ ";
+  if (!has_step_law) return text + law_text(activations(), has_sequence);
+  return text + "max(" + law_text(activations(), has_sequence) + ", " + law_text(step, has_sequence) + ")";
+}
+
 int64_t ClosedFormFit::batch_for_budget(double budget_bytes, int64_t seq_len) const {
-  double per_sample = predict(1, seq_len) - a;
-  if (per_sample <= 0) return 0;
-  double batch = std::floor((budget_bytes - a) / per_sample);
-  return batch < 1 ? 0 : static_cast<int64_t>(std::min(batch, 1e15));
+  // The fitted peak grows with the batch in both laws: exponential probe, then bisection.
+  if (predict(1, seq_len) > budget_bytes) return 0;
+  const int64_t kLimit = int64_t{1} << 50;
+  int64_t lo = 1, hi = 2;
+  while (hi < kLimit && predict(hi, seq_len) <= budget_bytes) {
+    lo = hi;
+    hi *= 2;
+  }
+  if (hi >= kLimit) return lo;
+  while (hi - lo > 1) {
+    int64_t middle = lo + (hi - lo) / 2;
+    (predict(middle, seq_len) <= budget_bytes ? lo : hi) = middle;
+  }
+  return lo;
 }
 
 ClosedFormFit fit_closed_form(const Scenario& scenario, FitMetric metric, size_t jobs) {
@@ -78,39 +131,35 @@ ClosedFormFit fit_closed_form(const Scenario& scenario, FitMetric metric, size_t
     s.batch_size = fit.samples[i].batch;
     s.seq_len = fit.samples[i].seq_len;
     Prediction prediction = predict(s);
-    fit.samples[i].peak_bytes = static_cast<double>(
+    FitSample& sample = fit.samples[i];
+    sample.peak_bytes = static_cast<double>(
         metric == FitMetric::PeakAllocated ? prediction.peak_allocated_bytes : prediction.peak_reserved_bytes);
+    PeakRegimes regimes = peak_regimes(prediction);
+    sample.step_sets_peak = regimes.step_sets_peak();
+    sample.activation_peak_bytes = static_cast<double>(regimes.activations);
+    sample.step_peak_bytes = static_cast<double>(regimes.optimizer_step);
   });
 
   // With one sequence length the B·S and B·S² columns are multiples of B: fit a + b·B only.
   const bool use_sequence = fit.has_sequence && seqs.size() >= 3;
-  const Eigen::Index columns = use_sequence ? 4 : 2;
-  Eigen::MatrixXd design(static_cast<Eigen::Index>(fit.samples.size()), columns);
-  Eigen::VectorXd peaks(static_cast<Eigen::Index>(fit.samples.size()));
-  for (size_t i = 0; i < fit.samples.size(); ++i) {
-    double b = static_cast<double>(fit.samples[i].batch), s = static_cast<double>(fit.samples[i].seq_len);
-    auto row = static_cast<Eigen::Index>(i);
-    design(row, 0) = 1.0;
-    design(row, 1) = b;
-    if (use_sequence) {
-      design(row, 2) = b * s;
-      design(row, 3) = b * s * s;
-    }
-    peaks(row) = fit.samples[i].peak_bytes;
-  }
-  Eigen::VectorXd scale = design.colwise().norm().transpose();
-  for (Eigen::Index j = 0; j < columns; ++j) {
-    if (scale(j) == 0.0) scale(j) = 1.0;
-  }
-  Eigen::MatrixXd scaled = design * scale.cwiseInverse().asDiagonal();
-  Eigen::VectorXd solution = scaled.colPivHouseholderQr().solve(peaks).cwiseQuotient(scale);
-  fit.a = solution(0);
-  fit.b = solution(1);
-  if (use_sequence) {
-    fit.c = solution(2);
-    fit.d = solution(3);
-  }
   fit.has_sequence = use_sequence;
+  // Reserved memory is never given back between phases, so only the allocated peak splits
+  // into the two regimes; a job without an optimizer step has one.
+  fit.has_step_law = metric == FitMetric::PeakAllocated &&
+                     std::all_of(fit.samples.begin(), fit.samples.end(), [](const FitSample& s) {
+                       return s.step_peak_bytes > 0 && s.activation_peak_bytes > 0;
+                     });
+  std::vector<double> activation_peaks, step_peaks;
+  for (const auto& sample : fit.samples) {
+    activation_peaks.push_back(fit.has_step_law ? sample.activation_peak_bytes : sample.peak_bytes);
+    step_peaks.push_back(sample.step_peak_bytes);
+  }
+  FitLaw activations = solve(fit.samples, activation_peaks, use_sequence);
+  fit.a = activations.a;
+  fit.b = activations.b;
+  fit.c = activations.c;
+  fit.d = activations.d;
+  if (fit.has_step_law) fit.step = solve(fit.samples, step_peaks, use_sequence);
   for (auto& sample : fit.samples) {
     sample.fitted_bytes = fit.predict(sample.batch, sample.seq_len);
     double residual = std::fabs(sample.residual());
@@ -122,12 +171,21 @@ ClosedFormFit fit_closed_form(const Scenario& scenario, FitMetric metric, size_t
 
 std::string render_fit_text(const ClosedFormFit& fit) {
   std::string text = "closed-form fit (least squares over " + std::to_string(fit.samples.size()) + " simulations):\n";
-  text += "  " + fit.formula() + "\n";
+  if (fit.has_step_law) {
+    text += "  " + std::string(fit.metric == "peak_allocated_bytes" ? "peak allocated" : "peak reserved") +
+            " ≈ max(forward/backward, optimizer step)\n";
+    text += "    forward/backward  ≈ " + law_text(fit.activations(), fit.has_sequence) + "\n";
+    text += "    optimizer step    ≈ " + law_text(fit.step, fit.has_sequence) + "\n";
+  } else {
+    text += "  " + fit.formula() + "\n";
+  }
   text += fit.has_sequence ? "  (B = batch_size, S = seq_len)\n" : "  (B = batch_size)\n";
-  text += fmt::format("  {:>6} {:>7} {:>14} {:>14} {:>12}\n", "B", "S", "simulated", "formula", "residual");
+  text += fmt::format("  {:>6} {:>7} {:>14} {:>14} {:>12}{}\n", "B", "S", "simulated", "formula", "residual",
+                      fit.has_step_law ? "  peak set by" : "");
   for (const auto& sample : fit.samples) {
-    text += fmt::format("  {:>6} {:>7} {:>14} {:>14} {:>12}\n", sample.batch, sample.seq_len,
-                        byte_text(sample.peak_bytes), byte_text(sample.fitted_bytes), byte_text(sample.residual()));
+    text += fmt::format("  {:>6} {:>7} {:>14} {:>14} {:>12}{}\n", sample.batch, sample.seq_len,
+                        byte_text(sample.peak_bytes), byte_text(sample.fitted_bytes), byte_text(sample.residual()),
+                        !fit.has_step_law ? "" : sample.step_sets_peak ? "  optimizer step" : "  forward/backward");
   }
   text += fmt::format("  worst residual {} ({:.2f}% of its peak)\n", byte_text(fit.max_abs_residual_bytes),
                       fit.max_relative_residual * 100.0);
@@ -140,13 +198,17 @@ std::string render_fit_json(const ClosedFormFit& fit) {
   json["metric"] = fit.metric;
   json["has_sequence"] = fit.has_sequence;
   json["coefficients"] = {{"a", fit.a}, {"b", fit.b}, {"c", fit.c}, {"d", fit.d}};
+  json["step_coefficients"] =
+      fit.has_step_law ? nlohmann::ordered_json{{"a", fit.step.a}, {"b", fit.step.b}, {"c", fit.step.c}, {"d", fit.step.d}}
+                       : nlohmann::ordered_json(nullptr);
   json["samples"] = nlohmann::ordered_json::array();
   for (const auto& sample : fit.samples) {
     json["samples"].push_back({{"batch", sample.batch},
                                {"seq_len", sample.seq_len},
                                {"peak_bytes", sample.peak_bytes},
                                {"fitted_bytes", sample.fitted_bytes},
-                               {"residual_bytes", sample.residual()}});
+                               {"residual_bytes", sample.residual()},
+                               {"peak_set_by", sample.step_sets_peak ? "optimizer_step" : "forward_backward"}});
   }
   json["max_abs_residual_bytes"] = fit.max_abs_residual_bytes;
   json["max_relative_residual"] = fit.max_relative_residual;

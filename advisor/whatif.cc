@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "advisor/byte_text.h"
+#include "advisor/leak_judgement.h"
 #include "planner/step_planner.h"
 
 namespace oomcast::planner {
@@ -29,6 +30,7 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
   d.oom_message = baseline.oom_message;
   d.patterns = detect_patterns(source, scenario, baseline, options.jobs);
   d.fixes = simulate_fixes(source, scenario, baseline, plan, options.jobs);
+  judge_fixes_for_leaks(source, d.patterns, &d.fixes, options.jobs);  // a leaking fix never "fits"
   std::stable_sort(d.fixes.begin(), d.fixes.end(), [](const FixOutcome& a, const FixOutcome& b) {
     if (a.valid != b.valid) return a.valid;
     return a.saving_bytes() > b.saving_bytes();

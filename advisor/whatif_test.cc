@@ -58,6 +58,17 @@ TEST_CASE("Quadratic attention at long sequences is recognised with math attenti
   CHECK_FALSE(has_pattern(doctor(kGpt2Small, {"device.total_gib=4"}), "quadratic_attention"));
 }
 
+TEST_CASE("Quadratic attention is not claimed where the optimizer step sets the peak at short sequences") {
+  // BERT-base at batch 8 with memory-efficient attention: at S/4 the optimizer step sets the
+  // peak, at S the (linear) activations do. The overall peak bends between them; the
+  // forward/backward peak alone does not.
+  const std::string bert = kScenarios + "bert-base-amp-fp16-t4.yaml";
+  Diagnosis linear = doctor(bert, {"batch_size=8", "device.total_gib=3"});
+  CHECK_FALSE(has_pattern(linear, "quadratic_attention"));
+  Diagnosis eager = doctor(bert, {"batch_size=8", "device.total_gib=3", "attention=eager"});
+  CHECK(has_pattern(eager, "quadratic_attention"));
+}
+
 TEST_CASE("Evaluation without no_grad and growth across iterations are recognised in the leak scenario") {
   Diagnosis d = doctor(kScenarios + "gpt2-eval-leak-without-no-grad.yaml");
   CHECK(has_pattern(d, "eval_without_no_grad"));
