@@ -40,6 +40,29 @@ def _overload(func):
     return getattr(func, "_overloadname", None) or str(func).rsplit(".", 1)[-1]
 
 
+_SAVES_DISPATCH_DETACH = None
+
+
+def saves_dispatch_detach():
+    """Whether this torch dispatches a detach when autograd saves an op's output: torch 1.13
+    does (SavedVariable of an output); later versions may not. Probed once, on a meta tensor,
+    instead of keyed on the version string."""
+    global _SAVES_DISPATCH_DETACH
+    if _SAVES_DISPATCH_DETACH is None:
+        seen = []
+
+        class Probe(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                seen.append(_op_name(func))
+                return func(*args, **(kwargs or {}))
+
+        leaf = torch.ones(2, device=META, requires_grad=True)
+        with Probe():
+            leaf.exp()  # exp saves its result
+        _SAVES_DISPATCH_DETACH = seen[-1:] == ["aten::detach"]
+    return _SAVES_DISPATCH_DETACH
+
+
 def _is_data_dependent(func, name):
     if name in _VALUE_READS:
         return True
@@ -128,6 +151,7 @@ class Recorder(TorchDispatchMode):
         self._pending = None     # last op, whose saved tensors are read at the next op
         self._seen_nodes = set()
         self._swallowed = set()  # outputs whose autograd-save detach was already skipped
+        self._saves_detach = saves_dispatch_detach()  # probed before this mode is entered
 
     # ---- tensors
     def module_path(self):
@@ -266,12 +290,13 @@ class Recorder(TorchDispatchMode):
         return out
 
     def _is_autograd_save(self, t):
-        """torch 1.13 saves an op's output as output.detach(), dispatched right after the op:
+        """torch 1.13 saves an op's output as output.detach(), dispatched right after the op
+        (saves_dispatch_detach() says whether this torch does):
         not part of the program. One per output of a node that saves results (_saved_result*);
         a user's detach in that very spot would alias the same storage anyway."""
         op = self._pending
-        if op is None or t.grad_fn is None:
-            return False
+        if op is None or t.grad_fn is None or not self._saves_detach:
+            return False  # where saving dispatches nothing, every detach is the program's
         tid = self.by_impl.get(t._cdata)
         if tid is None or tid not in op.outputs or tid in self._swallowed:
             return False
