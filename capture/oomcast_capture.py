@@ -7,8 +7,9 @@ backward) and writes its layer graph as an oomcast graph file (docs/graph-format
 MODEL.py defines model() (the nn.Module, requires_grad set as it is trained), batch(**sizes)
 (returns (inputs, target); its keyword arguments are scenario sizes: batch_size, seq_len,
 image_size) and optionally loss(output, target) (default: cross-entropy over the last
-dimension) and `sizes = {"image_size": [64, 96, 128]}` (the three values the capture runs each
-size at). capture/README.md says what is captured and the limits.
+dimension), optimizer(parameters) (written as the graph file's `optimizer:`) and
+`sizes = {"image_size": [64, 96, 128]}` (the three values the capture runs each size at).
+capture/README.md says what is captured and the limits.
 """
 import argparse
 import os
@@ -70,10 +71,14 @@ def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None):
         forward = fold_repeats(forward, doc, builder.shape_of_name)
     doc["forward"] = forward
     doc["outputs"] = builder.outputs_section()
+    optimizer, optimizer_note = runner.read_optimizer(user, model_path)
+    if optimizer:
+        doc["optimizer"] = optimizer
     params = sum(_numel(base.tensors[t].shape) for t in base.parameters)
     summary = {"parameters": params, "ops": len(base.ops), "runs": len(plan), "run_seconds": run_s,
                "generic": builder.generic, "catalogue": builder.catalogue, "sizes": keys,
-               "fallback": sorted(set().union(*(r.fallback_ops for r in recordings)))}
+               "fallback": sorted(set().union(*(r.fallback_ops for r in recordings))),
+               "optimizer": optimizer, "optimizer_note": optimizer_note}
     return doc, summary
 
 
@@ -145,6 +150,11 @@ def main(argv=None):
     if summary["generic"]:
         log("generic ops (no catalogue op; written with their recorded sizes and saves): " +
             ", ".join(f"{k} x{v}" for k, v in sorted(summary["generic"].items())))
+    if summary["optimizer"]:
+        log("optimizer (the model file's optimizer(); a scenario's optimizer: overrides it): " +
+            ", ".join(f"{k} {v}" for k, v in summary["optimizer"].items()))
+    if summary["optimizer_note"]:
+        log(summary["optimizer_note"])
     if summary["fallback"]:
         log("ran on CPU copies (no meta kernel in this torch): " + ", ".join(summary["fallback"]))
     return 0

@@ -211,3 +211,50 @@ def _register_state(mode, model):
     rec.buffers = [mode.lookup(b) for b in model.buffers()]
     for tid in rec.buffers:
         rec.tensors[tid].name = rec.buffer_names[tid][0]
+
+
+# torch.optim (and bitsandbytes) classes the planner models, by class name.
+_OPTIMIZER_TYPES = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw", "Adafactor": "adafactor",
+                    "AdamW8bit": "adamw8bit", "PagedAdamW8bit": "adamw8bit"}
+
+
+def read_optimizer(user, path):
+    """(section, note): the model file's optimizer(parameters) as a graph file's `optimizer:`
+    mapping (type, impl, momentum, amsgrad as the scenario names them), or None with a note
+    saying why not; (None, None) when the file defines no optimizer(). Built on the meta device
+    (the constructor allocates no state)."""
+    make = getattr(user, "optimizer", None)
+    if not callable(make):
+        return None, None
+    torch.manual_seed(0)
+    with no_cyclic_gc(), Recorder(Recording()):
+        try:
+            opt = make(user.model().parameters())
+        except CaptureError:
+            raise
+        except Exception as err:
+            raise CaptureError(f"{path}: optimizer(parameters) failed: {_one_line(err)}{_where(err, path)}")
+    kind = _OPTIMIZER_TYPES.get(type(opt).__name__)
+    if kind is None:
+        return None, (f"optimizer(): {type(opt).__module__}.{type(opt).__name__} is not one oomcast plans "
+                      f"(sgd, adam, adamw, adafactor, adamw8bit); the scenario's optimizer applies")
+    groups = getattr(opt, "param_groups", None) or [{}]
+    settings = dict(getattr(opt, "defaults", {}) or {})
+    settings.update(groups[0])
+    section = {"type": kind}
+    if kind != "adamw8bit":
+        if settings.get("fused"):
+            section["impl"] = "fused"
+        elif settings.get("foreach") is True:
+            section["impl"] = "foreach"
+        elif settings.get("foreach") is False:
+            section["impl"] = "single_tensor"
+        # foreach=None: torch's default for the device, which the scenario's device decides
+    if kind == "sgd" and settings.get("momentum"):
+        section["momentum"] = float(settings["momentum"])
+    if kind in ("adam", "adamw") and settings.get("amsgrad"):
+        section["amsgrad"] = True
+    note = None
+    if len(groups) > 1:
+        note = f"optimizer(): {len(groups)} parameter groups; the first group's settings are written"
+    return section, note

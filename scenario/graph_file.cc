@@ -289,7 +289,8 @@ void GraphReader::read_dims(const YamlNode& dims) {
 void GraphReader::read(const YamlNode& root) {
   if (!root.is_map()) root.fail("a graph file is a map (oomcast_graph, parameters, inputs, forward, outputs)");
   root.reject_unknown_keys({"oomcast_graph", "name", "description", "sizes", "dims", "parameters", "buffers", "inputs",
-                            "forward", "outputs"});
+                            "forward", "outputs", "optimizer"});
+  file_.declares_optimizer = !root.child("optimizer").is_missing();
   if (root.child("oomcast_graph").as_integer(1, 1000) != 1) {
     root.child("oomcast_graph").fail("this oomcast reads graph format version 1");
   }

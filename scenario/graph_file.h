@@ -125,6 +125,9 @@ struct GraphFile {
   std::vector<graph::Statement> inputs;
   std::vector<graph::Statement> forward;
   std::vector<std::pair<std::string, graph::Ref>> outputs;   // "loss" first
+  // `optimizer:` (the scenario's keys: type, impl, momentum, amsgrad), as the capture read it
+  // from the model file; a scenario without `optimizer:` uses it (scenario_loader.cc).
+  bool declares_optimizer = false;
 };
 
 // True when the YAML file at `path` is a graph file (it has a top-level `oomcast_graph` key).

@@ -544,7 +544,14 @@ Scenario read_scenario(const YamlDocument& document) {
   YamlNode attention = root.child("attention");
   if (!attention.is_missing()) scenario.attention = read_choice(attention, kAttentions);
   scenario.checkpointing = read_checkpointing(root.child("checkpointing"));
-  scenario.optimizer = read_optimizer(root.child("optimizer"), scenario.device.is_cpu);
+  YamlNode optimizer = root.child("optimizer");
+  if (optimizer.is_missing() && model.graph && model.graph->declares_optimizer) {
+    // The model file's own optimizer, captured into its graph file; errors name that file.
+    const YamlDocument graph_file = YamlDocument::load_file(model.graph->path);
+    scenario.optimizer = read_optimizer(graph_file.root().child("optimizer"), scenario.device.is_cpu);
+  } else {
+    scenario.optimizer = read_optimizer(optimizer, scenario.device.is_cpu);
+  }
   scenario.loop = read_training_loop(root.child("training_loop"), scenario.model);
   scenario.eval = read_eval(root.child("eval"));
   read_parallel_section(root, base_dir, scenario);  // planner/parallel_config_loader.cc

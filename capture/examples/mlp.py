@@ -10,3 +10,7 @@ def model():
 
 def batch(batch_size):
     return torch.randn(batch_size, 784), torch.randint(0, 10, (batch_size,))
+
+
+def optimizer(parameters):        # written into the graph file; a scenario's optimizer: overrides it
+    return torch.optim.Adam(parameters, lr=1e-3, foreach=False)

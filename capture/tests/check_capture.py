@@ -128,6 +128,16 @@ def check_example(name):
     counted = sum(_numel([evaluate(d, {}) for d in p["shape"]]) for p in doc["parameters"] if "tied_to" not in p)
     if counted != expected:
         fail(f"the graph file has {counted} parameters, PyTorch counts {expected}")
+    # (2b) the model file's optimizer(), when it has one, is the file's optimizer: section
+    if callable(getattr(user, "optimizer", None)):
+        with Recorder(Recording()):
+            opt = user.optimizer(user.model().parameters())
+        want = type(opt).__name__.lower()
+        got = (folded.get("optimizer") or {}).get("type")
+        if got != want:
+            fail(f"the model file builds torch.optim.{type(opt).__name__}; the graph file's optimizer is {got}")
+        if opt.defaults.get("foreach") is False and folded["optimizer"].get("impl") != "single_tensor":
+            fail(f"optimizer(foreach=False) is written as impl {folded['optimizer'].get('impl')}")
     # (3) shapes at sizes the capture did not run
     keys = runner.size_keys(user)
     declared = getattr(user, "sizes", None) or {}

@@ -1,0 +1,57 @@
+// A graph file may carry the optimizer its model file builds (`optimizer:`, written by the
+// capture): a scenario that names no optimizer uses it; one that names its own keeps it.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "scenario/scenario_loader.h"
+#include "scenario/scenario_test_support.h"
+
+namespace oomcast::planner {
+namespace {
+
+// tests/data/graphs/mlp.graph.yaml with `optimizer_yaml` appended, in the temp directory.
+std::string mlp_graph_with(const std::string& optimizer_yaml, const std::string& file_name) {
+  std::ifstream in(std::string(OOMCAST_SOURCE_DIR) + "/tests/data/graphs/mlp.graph.yaml");
+  std::stringstream text;
+  text << in.rdbuf() << optimizer_yaml;
+  const std::string path = (std::filesystem::temp_directory_path() / file_name).string();
+  std::ofstream(path) << text.str();
+  return path;
+}
+
+Scenario load_with_model(const std::string& graph_path, const std::string& extra = "") {
+  return load_scenario_text("model: " + graph_path + "\nbatch_size: 8\ndevice: cpu\n" + extra, "s.yaml");
+}
+
+}  // namespace
+
+TEST_CASE("a scenario without optimizer uses the one its graph file declares", "[planner][scenario]") {
+  Scenario s = load_with_model(mlp_graph_with("optimizer: {type: sgd, momentum: 0.9}\n", "oomcast-opt-sgd.graph.yaml"));
+  CHECK(s.optimizer.type == OptimizerType::Sgd);
+  CHECK(s.optimizer.momentum == Approx(0.9));
+  CHECK(s.optimizer.impl == OptimizerImpl::SingleTensor);  // the cpu device's default still applies
+}
+
+TEST_CASE("a scenario's own optimizer wins over its graph file's", "[planner][scenario]") {
+  Scenario s = load_with_model(mlp_graph_with("optimizer: {type: sgd, momentum: 0.9}\n", "oomcast-opt-own.graph.yaml"),
+                               "optimizer: adam\n");
+  CHECK(s.optimizer.type == OptimizerType::Adam);
+  CHECK(s.optimizer.momentum == 0.0);
+}
+
+TEST_CASE("a bad optimizer in a graph file is an error naming the graph file's line", "[planner][scenario]") {
+  const std::string path = mlp_graph_with("optimizer: {type: sgdd}\n", "oomcast-opt-bad.graph.yaml");
+  const std::string error = testing::error_of([&] { load_with_model(path); });
+  CHECK(error.find("oomcast-opt-bad.graph.yaml:") != std::string::npos);
+  CHECK(error.find("did you mean 'sgd'") != std::string::npos);
+}
+
+TEST_CASE("a graph file without optimizer leaves PyTorch's default AdamW", "[planner][scenario]") {
+  Scenario s = load_with_model(mlp_graph_with("", "oomcast-opt-none.graph.yaml"));
+  CHECK(s.optimizer.type == OptimizerType::AdamW);
+}
+
+}  // namespace oomcast::planner
