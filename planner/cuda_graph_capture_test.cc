@@ -95,3 +95,30 @@ TEST_CASE("captured graphs keep their pools reserved beyond what the eager plan 
   oomcast::sim::Bytes graphed = peak_reserved(plan_steps(graphed_generation({8, 4, 2, 1}, false)));
   CHECK(graphed > eager);
 }
+
+namespace {
+
+// llama-tiny inference, batch 4, 3 batches.
+Scenario graphed_inference(std::vector<int64_t> batch_sizes) {
+  Scenario s = cpu_scenario("llama-tiny", 4, 16);
+  s.device.is_cpu = false;
+  s.device.profile = "a100-80gb";
+  s.job.job.kind = JobKind::Inference;
+  s.job.job.batches = 3;
+  s.job.job.compute_loss = false;
+  s.job.job.held_outputs = {"logits"};
+  if (!batch_sizes.empty()) s.cuda_graphs.push_back(CudaGraphConfig{"fwd", CapturedPhase::Forward, batch_sizes, true});
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("an inference batch a captured forward graph covers allocates only its inputs",
+          "[planner][inference][cuda_graphs]") {
+  PlannedTrace graphed = plan_steps(graphed_inference({8, 4}));
+  REQUIRE(check_schedule(graphed).ok);
+  CHECK(events_of(graphed, oomcast::sim::EventKind::CaptureBegin).size() == 2);
+  PlannedTrace eager = plan_steps(graphed_inference({}));
+  CHECK(allocs_in_phase(graphed, "iter1/forward") == 1);  // input_ids only
+  CHECK(allocs_in_phase(eager, "iter1/forward") > 1);
+}

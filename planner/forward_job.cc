@@ -4,7 +4,10 @@
 //       for batch in batches:                              # iter{b}/forward
 //           out = model(x[, y])                            # logits, or (logits, loss)
 // `out` is rebound after the next forward returns, so one batch's held outputs (and, with
-// grad on, the graph they keep) coexist with the next forward.
+// grad on, the graph they keep) coexist with the next forward. Captured forward graphs
+// (`cuda_graphs` with phase forward, inference only) are captured after setup, one per batch
+// size; a batch that one of them covers replays it: the forward allocates nothing and its
+// outputs are the graph's static outputs (overwritten by the next replay, so nothing is held).
 #include "planner/forward_job.h"
 
 #include <string>
@@ -12,6 +15,7 @@
 
 #include "base/input_error.h"
 #include "planner/checkpointing.h"
+#include "planner/cuda_graph_capture.h"
 #include "planner/families/families.h"
 #include "planner/graph_prune.h"
 #include "planner/graph_runner.h"
@@ -19,6 +23,47 @@
 #include "planner/schedule_writer.h"
 
 namespace oomcast::planner {
+
+namespace {
+
+LayerGraph forward_graph(const Scenario& s, int64_t batch, int64_t seq_len) {
+  Scenario sized = s;
+  sized.batch_size = batch;
+  const JobSection& job = s.job.job;
+  GraphBuilder builder(scenario_build_context(sized, seq_len, /*training=*/!job.eval_mode, job.kind == JobKind::Forward));
+  families::build_forward(builder, s.model);
+  LayerGraph graph = builder.finish();
+  if (!job.compute_loss) drop_loss(graph);
+  return graph;
+}
+
+// One forward per captured batch size (torch.compile(mode="reduce-overhead") records each
+// input shape once). The graph's static inputs are allocated before its capture.
+CapturedGraphs capture_forward_graphs(const Scenario& s, const CudaGraphConfig& graphs, int64_t seq_len,
+                                      ModelState* model, ScheduleWriter* writer) {
+  auto step = [&](int64_t batch) {
+    LayerGraph graph = forward_graph(s, batch, seq_len);
+    ExecutionOrder order = compute_execution_order(graph);
+    CheckpointPlan checkpoints = plan_checkpointing(graph, order, CheckpointConfig{});
+    GraphRunner runner(graph, std::move(order), checkpoints, model, writer, s.job.job.held_outputs);
+    runner.forward();
+    std::vector<uint32_t> outputs;
+    for (const auto& [name, slot] : runner.finish_step()) outputs.push_back(slot);
+    for (uint32_t slot : runner.take_all_live()) outputs.push_back(slot);
+    return outputs;
+  };
+  auto inputs = [&](int64_t batch) {
+    LayerGraph graph = forward_graph(s, batch, seq_len);
+    std::vector<uint32_t> slots;
+    for (TensorId input : graph.inputs)
+      slots.push_back(writer->alloc(writer->intern("static." + graph.names[graph.tensors[input].name]),
+                                    graph.tensors[input].bytes(), TensorCategory::Input));
+    return slots;
+  };
+  return capture_graphs(graphs, *writer, inputs, step, step);
+}
+
+}  // namespace
 
 PlannedTrace plan_forward_job(const Scenario& s) {
   const JobSection& job = s.job.job;
@@ -49,6 +94,15 @@ PlannedTrace plan_forward_job(const Scenario& s) {
   CheckpointPlan checkpoints = plan_checkpointing(graph, order, CheckpointConfig{});
   GraphRunner runner(graph, std::move(order), checkpoints, &model, &writer, job.held_outputs);
 
+  const CudaGraphConfig* forward_graphs = captured_graph_config(s, CapturedPhase::Forward);
+  const bool replays = forward_graphs && replayed_batch_size(*forward_graphs, s.batch_size) > 0;
+  CapturedGraphs captured;
+  if (forward_graphs) {
+    writer.set_slot_prefix("capture/");
+    writer.begin_phase("capture/forward_graphs");
+    captured = capture_forward_graphs(s, *forward_graphs, seq_len, &model, &writer);
+  }
+
   std::vector<uint32_t> inputs;
   std::vector<uint32_t> previous;  // the last batch's outputs (and, under grad mode, its graph)
   for (int64_t batch = 0; batch < job.batches; ++batch) {
@@ -63,6 +117,7 @@ PlannedTrace plan_forward_job(const Scenario& s) {
     }
     for (uint32_t slot : inputs) writer.free(slot);
     inputs = std::move(fresh);
+    if (replays) continue;  // the graph copies the batch into its static inputs and replays
     runner.forward();
     std::vector<uint32_t> current;
     for (const auto& [name, slot] : runner.finish_step()) current.push_back(slot);
@@ -75,6 +130,7 @@ PlannedTrace plan_forward_job(const Scenario& s) {
     }
   }
   writer.begin_phase("end");
+  release_captured_graphs(captured, writer);
   return out;
 }
 

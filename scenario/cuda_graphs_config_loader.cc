@@ -32,10 +32,9 @@ CudaGraphConfig read_graph(const YamlNode& node, const Scenario& scenario) {
       phase.fail("a captured decode graph has fixed shapes, so it needs a static KV cache (job.cache: static); "
                  "a dynamic cache grows every step");
     if (scenario.job.job.generate.num_beams > 1) phase.fail("captured decode graphs with beam search are not planned");
-  } else {
-    // Refused rather than ignored: a plan without the captures would be a silent wrong answer.
-    phase.fail("'forward' graphs (an inference job under torch.compile reduce-overhead) are not planned yet; "
-               "only 'decode' graphs of a generate job are");
+  } else if (kind != JobKind::Inference) {
+    phase.fail("'forward' graphs need an inference job (job: inference): a captured forward does not record "
+               "autograd's graph");
   }
   YamlNode sizes = node.child("batch_sizes");
   if (sizes.is_missing()) node.fail("a cuda_graphs entry needs 'batch_sizes' (the batch sizes captured)");

@@ -8,8 +8,8 @@ namespace oomcast::planner {
 
 // cuda_graphs: [{name, phase: decode | forward, batch_sizes: [...], share_pool: true}].
 // Needs the job section already read: `decode` graphs belong to a generate job with a static
-// cache (a captured graph has fixed shapes); `forward` graphs are refused (not planned yet);
-// nothing is captured on the cpu.
+// cache (a captured graph has fixed shapes), `forward` graphs to an inference job; nothing
+// is captured on the cpu.
 void read_cuda_graphs_section(const YamlNode& node, Scenario& scenario);
 
 }  // namespace oomcast::planner

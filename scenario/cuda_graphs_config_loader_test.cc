@@ -47,10 +47,11 @@ TEST_CASE("decode graphs are refused outside a generate job", "[scenario][cuda_g
   CHECK_THAT(load_error(text), Catch::Contains("generate job"));
 }
 
-TEST_CASE("forward graphs are refused until the planner captures them", "[scenario][cuda_graphs]") {
-  std::string text = "model: llama-tiny\nbatch_size: 2\nseq_len: 16\ndevice: a100-80gb\njob: inference\n"
-                     "cuda_graphs: [{name: f, phase: forward, batch_sizes: [2]}]\n";
-  CHECK_THAT(load_error(text), Catch::Contains("not planned yet"));
+TEST_CASE("forward graphs belong to an inference job", "[scenario][cuda_graphs]") {
+  const std::string head = "model: llama-tiny\nbatch_size: 2\nseq_len: 16\ndevice: a100-80gb\n";
+  const std::string graphs = "cuda_graphs: [{name: f, phase: forward, batch_sizes: [2]}]\n";
+  CHECK(load(head + "job: inference\n" + graphs).cuda_graphs.at(0).phase == CapturedPhase::Forward);
+  CHECK_THAT(load_error(head + graphs), Catch::Contains("inference job"));
 }
 
 TEST_CASE("cuda_graphs are refused on the cpu", "[scenario][cuda_graphs]") {
