@@ -76,6 +76,9 @@ struct LayerGraph {
   std::vector<std::vector<int64_t>> parameter_shapes;
   std::vector<TensorId> buffers;           // persistent buffers (BN running stats, masks)
   std::vector<ConstructionTemporary> construction_temporaries;
+  // Index in `parameters` of the first LoRA adapter weight (added after the model is built);
+  // parameters.size() or more when there is none.
+  size_t first_adapter_parameter = SIZE_MAX;
   std::vector<TensorId> inputs;            // the batch tensors of one micro-batch
   std::map<std::string, TensorId> named_outputs;  // "loss", "logits", ...
   TensorId loss = kNoTensor;

@@ -4,6 +4,8 @@
 // constructor drops before returning (graph.construction_temporaries) is allocated in between.
 #include "planner/model_setup.h"
 
+#include <unordered_map>
+
 #include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
@@ -29,23 +31,24 @@ BuildContext scenario_build_context(const Scenario& scenario, int64_t seq_len, b
 
 void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer, bool parameters) {
   const bool cast_after_build = scenario.job.loading.method == LoadMethod::BuiltThenCast;
-  std::vector<uint32_t> fp32_slots;
+  std::unordered_map<TensorId, uint32_t> fp32_slots;  // built in fp32, converted below
   auto allocate = [&](TensorId tensor, TensorCategory category) {
     const TensorDesc& desc = graph.tensors[tensor];
     uint32_t name = writer->intern(graph.names[desc.name]);
     if (cast_after_build && is_floating(desc.dtype) && desc.dtype != DType::Float32) {
-      fp32_slots.push_back(writer->alloc(name, desc.numel * 4, category));
+      fp32_slots[tensor] = writer->alloc(name, desc.numel * 4, category);
     } else {
-      fp32_slots.push_back(UINT32_MAX);
       writer->alloc(name, desc.bytes(), category);
     }
   };
+  // The constructor's temporaries exist where the model is built: on the CPU, which a CUDA
+  // job leaves with model.to(device), so only a CPU job sees them. They die when the
+  // constructor returns, with every parameter and buffer built.
+  std::vector<uint32_t> temporaries;
+  bool buffers_allocated = false;
   if (parameters) {
-    // The constructor's temporaries exist where the model is built: on the CPU, which a CUDA
-    // job leaves with model.to(device), so only a CPU job sees them.
     const bool built_here = scenario.device.is_cpu;
     const DType built_dtype = cast_after_build ? DType::Float32 : job_precision_rules(scenario).parameter_dtype;
-    std::vector<uint32_t> temporaries;
     auto allocate_temporaries_at = [&](size_t position) {
       if (!built_here) return;
       for (const ConstructionTemporary& temporary : graph.construction_temporaries) {
@@ -54,19 +57,31 @@ void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleW
                                             temporary.numel * dtype_bytes(built_dtype), TensorCategory::Parameter));
       }
     };
+    auto free_temporaries = [&] {
+      for (uint32_t slot : temporaries) writer->free(slot);
+      temporaries.clear();
+    };
     for (size_t i = 0; i < graph.parameters.size(); ++i) {
       allocate_temporaries_at(i);
+      if (i == graph.first_adapter_parameter && !temporaries.empty()) {
+        // PEFT adds the adapters to a built model: its buffers exist, its temporaries are gone.
+        for (TensorId buffer : graph.buffers) allocate(buffer, TensorCategory::Buffer);
+        buffers_allocated = true;
+        free_temporaries();
+      }
       allocate(graph.parameters[i], TensorCategory::Parameter);
     }
     allocate_temporaries_at(graph.parameters.size());
-    for (uint32_t slot : temporaries) writer->free(slot);
   }
-  for (TensorId buffer : graph.buffers) allocate(buffer, TensorCategory::Buffer);
+  if (!buffers_allocated) {
+    for (TensorId buffer : graph.buffers) allocate(buffer, TensorCategory::Buffer);
+  }
+  for (uint32_t slot : temporaries) writer->free(slot);
   if (!cast_after_build) return;
-  size_t index = 0;
   auto convert = [&](TensorId tensor, TensorCategory category) {
-    uint32_t fp32 = fp32_slots[index++];
-    if (fp32 == UINT32_MAX) return;
+    auto found = fp32_slots.find(tensor);
+    if (found == fp32_slots.end()) return;
+    const uint32_t fp32 = found->second;
     const TensorDesc& desc = graph.tensors[tensor];
     writer->alloc(writer->intern(graph.names[desc.name] + ".converted"), desc.bytes(), category);
     writer->free(fp32);

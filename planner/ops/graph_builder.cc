@@ -1,6 +1,8 @@
 // GraphBuilder: names, tensors, ops, scopes, checkpoint units and the autocast cache.
 #include "planner/ops/graph_builder.h"
 
+#include <algorithm>
+
 #include <stdexcept>
 
 #include "planner/trainable_policy.h"
@@ -72,6 +74,7 @@ TensorId GraphBuilder::parameter(std::string_view leaf, std::vector<int64_t> sha
 }
 
 TensorId GraphBuilder::adapter_parameter(std::string_view leaf, std::vector<int64_t> shape, DType dtype) {
+  graph_.first_adapter_parameter = std::min(graph_.first_adapter_parameter, graph_.parameters.size());
   TensorId id = new_tensor(leaf, shape_numel(shape), dtype, TensorRole::Parameter);
   graph_.tensors[id].requires_grad = true;
   graph_.tensors[id].parameter = static_cast<int32_t>(graph_.parameters.size());
