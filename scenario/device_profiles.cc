@@ -98,6 +98,44 @@ std::vector<DeviceProfile> build_profiles() {
       }
     }
   }
+  // Step-time figures (planner/step_time.h), dense (no sparsity), from NVIDIA's data sheets and
+  // architecture whitepapers: A100 data sheet (FP32 19.5, TF32 156, BF16/FP16 312 TFLOP/s;
+  // HBM2e 2,039 GB/s on 80GB SXM, 1,555 GB/s on 40GB; NVLink 600 GB/s = 300 per direction);
+  // H100 SXM5 data sheet (FP32 67, TF32 494.7, BF16/FP16 989.4; HBM3 3.35 TB/s; NVLink 900 GB/s);
+  // H200 SXM data sheet (the H100's compute, HBM3e 4.8 TB/s, NVLink 900 GB/s); L4 data sheet
+  // (FP32 30.3, TF32 60, BF16/FP16 121; 300 GB/s; PCIe only); T4 data sheet (FP32 8.1, FP16
+  // 65, no TF32/BF16; 320 GB/s); V100 SXM2 data sheet (FP32 15.7, FP16 125, no TF32/BF16;
+  // 900 GB/s; NVLink 300 GB/s); GA102 whitepaper, RTX 3090 (FP32 35.6, TF32 35.6, FP16/BF16
+  // with FP32 accumulate 71; 936 GB/s); AD102 whitepaper, RTX 4090 (FP32 82.6, TF32 82.6,
+  // FP16/BF16 with FP32 accumulate 165.2; 1,008 GB/s); A10 data sheet (FP32 31.2, TF32 62.5,
+  // BF16 125, 600 GB/s) with the A10G's tensor peaks at AWS's lower clocks (~70, as above).
+  // GPU-to-GPU is per direction: half the NVLink total, or the PCIe host link for cards without
+  // NVLink (a consumer NVLink bridge is not assumed). Between nodes each GPU gets its NIC: DGX
+  // A100 has one 200 Gb/s HDR port per GPU (25 GB/s), DGX H100 one 400 Gb/s NDR port (50 GB/s),
+  // DGX-1 (V100) four 100 Gb/s ports for eight GPUs (6.25 GB/s); other cards are taken to sit
+  // in cloud nodes with 100 Gb/s per GPU (12.5 GB/s), an assumption.
+  struct Throughput {
+    const char* name;
+    DeviceThroughput figures;  // fp32, tf32, bf16, fp16 TFLOP/s; HBM, GPU-GPU, inter-node GB/s
+  };
+  const Throughput kThroughputs[] = {
+      {"a100-80gb", {19.5, 156.0, 312.0, 312.0, 2039.0, 300.0, 25.0}},
+      {"a100-40gb", {19.5, 156.0, 312.0, 312.0, 1555.0, 300.0, 25.0}},
+      {"h100-80gb", {67.0, 494.7, 989.4, 989.4, 3350.0, 450.0, 50.0}},
+      {"h200", {67.0, 494.7, 989.4, 989.4, 4800.0, 450.0, 50.0}},
+      {"l4", {30.3, 60.0, 121.0, 121.0, 300.0, 25.0, 12.5}},
+      {"t4", {8.1, 0.0, 0.0, 65.0, 320.0, 12.0, 12.5}},
+      {"v100-16gb", {15.7, 0.0, 0.0, 125.0, 900.0, 150.0, 6.25}},
+      {"v100-32gb", {15.7, 0.0, 0.0, 125.0, 900.0, 150.0, 6.25}},
+      {"rtx-3090", {35.6, 35.6, 71.0, 71.0, 936.0, 25.0, 12.5}},
+      {"rtx-4090", {82.6, 82.6, 165.2, 165.2, 1008.0, 25.0, 12.5}},
+      {"a10g", {31.2, 35.0, 70.0, 70.0, 600.0, 25.0, 12.5}},
+  };
+  for (DeviceProfile& profile : profiles) {
+    for (const Throughput& row : kThroughputs) {
+      if (profile.name == row.name) profile.throughput = row.figures;
+    }
+  }
   // cpu: no caching allocator, no rounding, no cuBLAS workspace, no context. Capacity is
   // effectively unlimited (the verdict is about GPUs); set device.total_gib to check a bound.
   DeviceProfile cpu;
@@ -191,6 +229,7 @@ DeviceConfig device_config_from_profile(const DeviceProfile& profile) {
   config.compute_capability = profile.compute_capability;
   config.host_link_gbps = profile.host_link_gbps;
   config.peak_tflops = profile.peak_tflops;
+  config.throughput = profile.throughput;
   // The context and cuBLAS workspace of the default torch release (a scenario's own release
   // and keys are applied again by the loader).
   resolve_outside_allocator({}, sim::kDefaultTorchVersion, config);

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "scenario/device_throughput.h"
 #include "scenario/scenario.h"
 
 namespace oomcast::planner {
@@ -22,6 +23,7 @@ struct DeviceProfile {
   int compute_capability = 0;        // 80 = sm_80; 0 for cpu
   double host_link_gbps = 0.0;       // effective PCIe host<->GPU bandwidth, GB/s (sources in .cc)
   double peak_tflops = 0.0;          // dense bf16/fp16 tensor-core peak, TFLOP/s (spec sheets)
+  DeviceThroughput throughput;       // per-dtype peaks and bandwidths for the step-time model
   bool is_cpu = false;
 };
 

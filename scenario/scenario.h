@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "scenario/cuda_graphs_config.h"
+#include "scenario/device_throughput.h"
 #include "scenario/job_config.h"
 #include "scenario/parallel_config.h"
 #include "sim/allocator_config.h"
@@ -80,6 +81,7 @@ struct DeviceConfig {
   int compute_capability = 0;                   // 80 = sm_80; decides flash/bf16 support; 0 on cpu
   double host_link_gbps = 0.0;                  // effective host<->GPU bandwidth, GB/s (offload cost)
   double peak_tflops = 0.0;                     // dense 16-bit tensor-core peak (compute-time estimate)
+  DeviceThroughput throughput;                  // peaks per dtype and bandwidths (step-time model)
   // Memory outside the allocator (scenario/outside_allocator.h); model.context_bytes is this
   // context plus NCCL's buffers.
   int cuda_version = 0;                         // 1204 = CUDA 12.4; 0 on cpu
