@@ -91,6 +91,7 @@ PlannedTrace plan_forward_job(const Scenario& s) {
   // No backward, so no autograd thread and no second cuBLAS handle.
   model.workspace_count = s.device.cublas_workspaces > 0 ? 1 : 0;
   ExecutionOrder order = compute_execution_order(graph);
+  out.step_time = estimate_forward_time(s, graph);
   CheckpointPlan checkpoints = plan_checkpointing(graph, order, CheckpointConfig{});
   GraphRunner runner(graph, std::move(order), checkpoints, &model, &writer, job.held_outputs);
 

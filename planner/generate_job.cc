@@ -236,6 +236,7 @@ PlannedTrace plan_generate_job(const Scenario& s) {
   const CacheShape shape = cache_shape(s, sequences, prefill.num_units);
 
   PlannedTrace out;
+  out.step_time.not_modelled = "generation (prefill and decode steps) is not in the step-time model";
   out.parameter_count = prefill.parameter_count();
   ScheduleWriter writer(&out);
   writer.reserve(prefill.ops.size() * 3 + decode.ops.size() * 3 * static_cast<size_t>(config.new_tokens) +

@@ -57,6 +57,9 @@ struct OpNode {
   int32_t unit = -1;                       // checkpoint unit (a block), -1 outside any
   bool records_grad_node = false;          // grad mode on and some input requires grad
   bool uses_cublas = false;                // a cuBLAS GEMM (creates the workspace on first use)
+  // Floating-point operations of the forward kernel when the op is a matmul-class op (linear,
+  // bmm, conv, fused attention); 0 for ops bound by the bytes they move (planner/op_cost.h).
+  double forward_flops = 0.0;
 };
 
 // A tensor the model's constructor allocates and drops before it returns, such as the template

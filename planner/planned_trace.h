@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "planner/parallel/parallel_summary.h"
+#include "planner/step_time.h"
 #include "sim/trace.h"
 
 namespace oomcast::planner {
@@ -32,6 +33,7 @@ struct PlannedTrace {
   std::vector<std::string> names;   // names[0] == ""
   uint64_t parameter_count = 0;
   ParallelSummary parallel;         // data-parallel facts beyond the schedule (host RAM, offload)
+  StepTime step_time;               // how long the step takes on the device (step_time.h)
 };
 
 }  // namespace oomcast::planner

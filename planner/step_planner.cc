@@ -152,6 +152,7 @@ void LoopPlanner::run() {
   }
   ExecutionOrder order = compute_execution_order(graph);
   CheckpointPlan checkpoints = plan_checkpointing(graph, order, s.checkpointing);
+  out_->step_time = estimate_training_step_time(s, graph, order, checkpoints, out_->parallel);
 
   check_schedule_size(graph.ops.size(), graph.parameters.size(), s);  // refuses a schedule beyond reason
   writer_.reserve(static_cast<size_t>(estimated_schedule_events(graph.ops.size(), graph.parameters.size(), s, s.iterations)));

@@ -239,7 +239,8 @@ void GraphFileBuilder::run_catalogue_op(const graph::Statement& statement, const
       Shape out = a.shape;
       out.back() = b.shape.back();
       TensorId y = ops::batched_matmul(g_, leaf, a.tensor, b.tensor, checked_numel(out, where),
-                                       option_flag(op, "copy_a", false), option_flag(op, "copy_b", false));
+                                       option_flag(op, "copy_a", false), option_flag(op, "copy_b", false),
+                                       static_cast<uint64_t>(a.shape.back()));
       return bind_outputs(op, {y}, {out});
     }
     case CatalogueOp::CrossEntropy: {

@@ -39,10 +39,12 @@ TensorId multihead_self_attention(GraphBuilder& g, const std::string& module, co
     TensorId v = ops::copy(g, "v_contiguous", chunks[2]);
     g.hold(q);
     TensorId q_scaled = ops::scale(g, "q_scaled", q);
-    TensorId scores = ops::batched_matmul(g, "qk", q_scaled, k, scores_numel, false, false);
+    TensorId scores = ops::batched_matmul(g, "qk", q_scaled, k, scores_numel, false, false,
+                                                static_cast<uint64_t>(shape.head_dim));
     TensorId probabilities = ops::softmax(g, "softmax", scores);
     probabilities = ops::dropout(g, "attn_dropout", probabilities);
-    TensorId weighted = ops::batched_matmul(g, "av", probabilities, v, heads_numel, false, false);
+    TensorId weighted = ops::batched_matmul(g, "av", probabilities, v, heads_numel, false, false,
+                                                  static_cast<uint64_t>(shape.seq));
     attn = ops::copy(g, "attn_output_contiguous", weighted);
   } else {
     // proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()

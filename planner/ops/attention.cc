@@ -14,8 +14,10 @@ uint64_t round_up(uint64_t value, uint64_t multiple) { return (value + multiple 
 
 // bmm saves each operand for the other's gradient; `autocast` is false inside an op that
 // autocast already handled (SDPA math calls matmul below the autocast dispatch key).
+// `inner` is the contracted dimension (head_dim for q@kᵀ, the key length for p@v); 0 when
+// the caller does not know it (the op's FLOPs are then left to planner/op_cost.cc).
 TensorId bmm(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b, uint64_t out_numel, bool copy_a,
-             bool copy_b, bool autocast) {
+             bool copy_b, bool autocast, uint64_t inner) {
   std::string name(leaf);
   const PrecisionRules& rules = g.precision();
   TensorId ac = a;
@@ -34,6 +36,7 @@ TensorId bmm(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b, uin
   bool b_requires_grad = g.tensor(bc).requires_grad;
   OpNode& op = g.add_op(OpKind::Matmul, name, {ac, bc}, {out}, {GradRule::New, GradRule::New});
   op.uses_cublas = true;
+  op.forward_flops = 2.0 * static_cast<double>(out_numel) * static_cast<double>(inner);
   if (b_requires_grad) op.saved.push_back(ac);
   if (a_requires_grad) op.saved.push_back(bc);
   g.finish_op(op);
@@ -54,7 +57,8 @@ TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, T
                          const AttentionShape& shape) {
   uint64_t scores_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.seq);
   uint64_t out_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.head_dim);
-  TensorId scores = bmm(g, name + ".qk", q, k, scores_numel, !shape.q_contiguous, !shape.k_contiguous, true);
+  TensorId scores = bmm(g, name + ".qk", q, k, scores_numel, !shape.q_contiguous, !shape.k_contiguous, true,
+                       static_cast<uint64_t>(shape.head_dim));
   TensorId att = scale(g, name + ".scale", scores);
   if (shape.score_softcap) {
     att = scale(g, name + ".softcap_div", att);
@@ -75,7 +79,8 @@ TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, T
   TensorId probabilities = softmax(g, name + ".softmax", att);
   TensorId dropped = dropout(g, name + ".attn_dropout", probabilities);
   g.hold(dropped);  // `att` is a local of forward(): it lives until the module returns
-  TensorId y = bmm(g, name + ".av", dropped, v, out_numel, false, !shape.v_contiguous, true);
+  TensorId y = bmm(g, name + ".av", dropped, v, out_numel, false, !shape.v_contiguous, true,
+                   static_cast<uint64_t>(shape.seq));
   return copy(g, name + ".transpose_contiguous", y);
 }
 
@@ -96,7 +101,8 @@ TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, Te
   // q * sqrt(scale) and k * sqrt(scale): scalar muls, nothing saved.
   TensorId q_scaled = scale(g, name + ".q_scale", q32);
   TensorId k_scaled = scale(g, name + ".k_scale", k32);
-  TensorId scores = bmm(g, name + ".qk", q_scaled, k_scaled, scores_numel, true, true, false);
+  TensorId scores = bmm(g, name + ".qk", q_scaled, k_scaled, scores_numel, true, true, false,
+                       static_cast<uint64_t>(shape.head_dim));
   std::vector<Transient> mask_transients;
   if (shape.causal) {
     // is_causal: a bool tril [s, s], then the float additive mask, added in place.
@@ -106,7 +112,7 @@ TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, Te
   }
   TensorId probabilities = plain_softmax(g, name + ".safe_softmax", scores, std::move(mask_transients));
   TensorId dropped = dropout(g, name + ".dropout", probabilities);
-  TensorId y = bmm(g, name + ".av", dropped, v32, out_numel, false, true, false);
+  TensorId y = bmm(g, name + ".av", dropped, v32, out_numel, false, true, false, static_cast<uint64_t>(shape.seq));
   // The math backend returns (output.to(orig_dtype), attn.to(orig_dtype)); F.sdpa drops the
   // second, so it is a transient the size of the scores.
   TensorId result = g.cast(y, original, name + ".out_cast");
@@ -151,6 +157,9 @@ TensorId fused_attention(GraphBuilder& g, const std::string& name, TensorId q, T
                         {GradRule::New, GradRule::New, GradRule::New});
   op.saved = {qa, ka, va};
   op.saved.insert(op.saved.end(), outputs.begin(), outputs.end());
+  // q@kᵀ and p@v, 2·s·s·d each per head; a causal kernel skips the blocks above the diagonal.
+  op.forward_flops = 4.0 * static_cast<double>(batch_heads) * static_cast<double>(seq) * static_cast<double>(seq) *
+                     static_cast<double>(head_dim) * (shape.causal ? 0.5 : 1.0);
   if (flash && !cpu_flash) {
     // flash_api.cpp mha_bwd: softmax_d fp32 [b, h, s_round128] and dq_accum fp32
     // [b, s_round128, h, d_round] next to dq, dk, dv; freed when the kernel returns.
@@ -170,8 +179,8 @@ TensorId fused_attention(GraphBuilder& g, const std::string& name, TensorId q, T
 }  // namespace
 
 TensorId batched_matmul(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b, uint64_t out_numel,
-                        bool copy_a, bool copy_b) {
-  return bmm(g, leaf, a, b, out_numel, copy_a, copy_b, true);
+                        bool copy_a, bool copy_b, uint64_t inner) {
+  return bmm(g, leaf, a, b, out_numel, copy_a, copy_b, true, inner);
 }
 
 TensorId attention(GraphBuilder& g, std::string_view leaf, TensorId q, TensorId k, TensorId v,

@@ -24,6 +24,8 @@ TensorId conv2d(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId wei
   bool x_requires_grad = g.tensor(x_compute).requires_grad;
   bool w_requires_grad = g.tensor(w_compute).requires_grad;
   OpNode& op = g.add_op(OpKind::Conv, name, std::move(inputs), {out}, std::move(grads));
+  op.forward_flops = 2.0 * static_cast<double>(out_numel) * static_cast<double>(shape.in_channels) *
+                     static_cast<double>(shape.kernel * shape.kernel);
   // convolution_backward needs the input for grad_weight and the weight for grad_input, but its
   // derivative is one formula for (input, weight, bias), so ConvolutionBackward0 saves both
   // whenever any of them needs a grad: a first conv (input without grad) under autocast keeps

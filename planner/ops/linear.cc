@@ -44,6 +44,7 @@ TensorId dense_linear(GraphBuilder& g, std::string_view leaf, TensorId x, Tensor
   bool w_requires_grad = g.tensor(w_compute).requires_grad;
   OpNode& op = g.add_op(OpKind::Linear, name, std::move(inputs), {out}, std::move(rules_per_input));
   op.uses_cublas = true;
+  op.forward_flops = 2.0 * static_cast<double>(rows) * static_cast<double>(in_features) * static_cast<double>(out_features);
   // mm_mat2_backward needs mat1 (the input) only for the weight's gradient, and
   // mm_mat1_backward needs mat2 (the weight) only for the input's gradient (§1.1 guards).
   if (w_requires_grad) op.saved.push_back(x_compute);

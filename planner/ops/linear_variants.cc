@@ -72,6 +72,7 @@ TensorId quantized_linear_op(GraphBuilder& g, const std::string& name, TensorId 
   }
   OpNode& op = g.add_op(OpKind::Linear, name, std::move(inputs), {out}, std::move(rules));
   op.uses_cublas = true;
+  op.forward_flops = 2.0 * static_cast<double>(rows) * static_cast<double>(numel);
   const uint64_t dequantized = numel * dtype_bytes(compute);
   if (four) {
     const uint64_t blocks = ceil_div(numel, static_cast<uint64_t>(weights.block_size));

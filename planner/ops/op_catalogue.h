@@ -98,9 +98,10 @@ struct AttentionShape {
 TensorId attention(GraphBuilder& g, std::string_view leaf, TensorId q, TensorId k, TensorId v,
                    const AttentionShape& shape);
 // batched matmul of two 4-D tensors as torch.matmul does it: operands that cannot be viewed
-// as 3-D are copied first, and bmm saves the (copied) operands.
+// as 3-D are copied first, and bmm saves the (copied) operands. `inner` (the contracted
+// dimension) gives the op its FLOPs for the step-time model; 0 leaves them unknown.
 TensorId batched_matmul(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b, uint64_t out_numel,
-                        bool copy_a, bool copy_b);
+                        bool copy_a, bool copy_b, uint64_t inner = 0);
 // HF rotary embedding: x*cos + rotate_half(x)*sin; saves only cos and sin.
 TensorId rotary(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId cos, TensorId sin);
 // Partial rotary (GPT-NeoX, Phi): the first `rotary_fraction` of each head is rotated

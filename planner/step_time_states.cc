@@ -1,0 +1,124 @@
+// The model-state side of the step-time model: the optimizer step (bytes-bound: every
+// trainable element's parameter, gradient and states are read and written) and the
+// collectives of the data-parallel engines, each as bytes over the link with the ring
+// algorithm's factor: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n of the
+// full tensor per rank.
+#include <algorithm>
+#include <cmath>
+
+#include "planner/op_cost.h"
+#include "planner/parallel/model_states.h"
+#include "planner/precision.h"
+#include "planner/step_time.h"
+#include "planner/trainable_policy.h"
+
+namespace oomcast::planner {
+
+namespace {
+
+// Passes over the tensors relative to one fused kernel: PyTorch's foreach AdamW runs ~21
+// tensor reads and writes per element (mul_, lerp_, mul_, addcmul_, sqrt, div_, add_,
+// addcdiv_) against the fused kernel's 7 (read p, g, m, v; write p, m, v), so 3×; the
+// single-tensor loop runs the same ops tensor by tensor.
+constexpr double kUnfusedAdamPasses = 3.0;
+// Kernel launches per parameter tensor of the single-tensor Adam loop (the ops above plus
+// the bias corrections); foreach and fused launch per chunk of tensors, which is negligible.
+constexpr double kSingleTensorAdamKernels = 12.0;
+
+double ring_all_reduce(double bytes, double ranks) { return 2.0 * (ranks - 1.0) / ranks * bytes; }
+double ring_gather(double bytes, double ranks) { return (ranks - 1.0) / ranks * bytes; }
+
+}  // namespace
+
+double optimizer_step_seconds(const Scenario& s, uint64_t trainable, uint64_t trainable_tensors) {
+  const DeviceThroughput& device = s.device.throughput;
+  if (!device.known() || trainable == 0) return 0.0;
+  const PrecisionRules rules = job_precision_rules(s);
+  const double gradient = static_cast<double>(dtype_bytes(rules.parameter_dtype));
+  const double master = static_cast<double>(dtype_bytes(rules.fp32_master_weights ? DType::Float32 : rules.parameter_dtype));
+  double per_element = 0.0;
+  double passes = s.optimizer.impl == OptimizerImpl::Fused ? 1.0 : kUnfusedAdamPasses;
+  switch (s.optimizer.type) {
+    case OptimizerType::Adam:
+    case OptimizerType::AdamW:
+      per_element = (master + gradient + 2 * master) + (master + 2 * master);
+      break;
+    case OptimizerType::AdamW8bit:
+      per_element = (master + gradient + 2.0) + (master + 2.0);  // one bitsandbytes kernel
+      passes = 1.0;
+      break;
+    case OptimizerType::Sgd: {
+      const bool momentum = s.optimizer.momentum != 0.0;
+      per_element = momentum ? (master + gradient + master) + 2 * master : master + gradient + master;
+      passes = s.optimizer.impl == OptimizerImpl::Fused ? 1.0 : (momentum ? 2.0 : 1.0);
+      break;
+    }
+    case OptimizerType::Adafactor:
+      // Squared gradient, row and column means, the update and its RMS, the parameter update:
+      // about four passes over parameter and gradient.
+      per_element = master + gradient + master;
+      passes = 4.0;
+      break;
+  }
+  double bytes = passes * per_element * static_cast<double>(trainable);
+  if (rules.fp32_master_weights) bytes += static_cast<double>(trainable) * (master + gradient);  // copy back to 16-bit
+  double kernels = s.optimizer.impl == OptimizerImpl::SingleTensor
+                       ? kSingleTensorAdamKernels * static_cast<double>(trainable_tensors)
+                       : 0.0;
+  return bytes / (device.hbm_gbps * 1e9 * kHbmFraction) + kernels * kOpFloorSeconds;
+}
+
+CommunicationTime communication_time(const Scenario& s, uint64_t parameters, uint64_t trainable) {
+  CommunicationTime time;
+  const ParallelConfig& parallel = s.parallel;
+  const DeviceThroughput& device = s.device.throughput;
+  if (!parallel.enabled() || parallel.world_size <= 1 || !device.known()) return time;
+  const auto ranks = static_cast<double>(parallel.world_size);
+  const bool one_node = parallel.world_size <= std::max<int64_t>(1, parallel.gpus_per_node);
+  const double link_gbps = one_node ? device.interconnect_gbps : device.internode_gbps;
+  time.link = one_node ? "GPU-to-GPU links in the node" : "the inter-node network";
+  if (link_gbps <= 0.0) return time;
+  const double micro = static_cast<double>(std::max<int64_t>(1, s.grad_accum_steps));
+  const PrecisionRules rules = job_precision_rules(s);
+  double param_bytes = static_cast<double>(dtype_bytes(rules.parameter_dtype)) * static_cast<double>(parameters);
+  double grad_bytes = static_cast<double>(dtype_bytes(rules.parameter_dtype)) * static_cast<double>(trainable);
+  double overlappable = 0.0;
+  double serial = 0.0;
+  if (parallel.engine == ParallelEngine::Ddp) {
+    overlappable = ring_all_reduce(grad_bytes, ranks);  // once per step (no_sync while accumulating), in buckets
+  } else if (parallel.engine == ParallelEngine::Fsdp) {
+    const FsdpConfig& fsdp = parallel.fsdp;
+    if (fsdp.mixed_precision) {
+      param_bytes = static_cast<double>(float_dtype_bytes(fsdp.param_dtype)) * static_cast<double>(parameters);
+      grad_bytes = static_cast<double>(float_dtype_bytes(fsdp.reduce_dtype)) * static_cast<double>(trainable);
+    }
+    if (fsdp.sharding_strategy == FsdpSharding::NoShard) {
+      overlappable = micro * ring_all_reduce(grad_bytes, ranks);
+    } else {
+      const double gathers = fsdp.sharding_strategy == FsdpSharding::FullShard ? 2.0 : 1.0;  // forward, backward
+      overlappable = micro * (gathers * ring_gather(param_bytes, ranks) + ring_gather(grad_bytes, ranks));
+    }
+  } else if (parallel.engine == ParallelEngine::DeepSpeed) {
+    const ZeroConfig& zero = parallel.deepspeed.zero_optimization;
+    double reduce = 0.0;
+    if (zero.stage <= 1) {
+      reduce = ring_all_reduce(grad_bytes, ranks);  // at the accumulation boundary
+    } else {
+      reduce = micro * ring_gather(grad_bytes, ranks);  // reduce-scatter every micro-batch
+    }
+    (zero.overlap_comm ? overlappable : serial) += reduce;
+    if (zero.stage == 3) {
+      const double gathers = s.checkpointing.mode == CheckpointMode::None ? 2.0 : 3.0;  // + the recompute
+      overlappable += micro * gathers * ring_gather(param_bytes, ranks);
+    } else if (zero.stage >= 1) {
+      serial += ring_gather(param_bytes, ranks);  // the updated 16-bit partitions, after the step
+    }
+  }
+  time.bytes = overlappable + serial;
+  const double rate = link_gbps * 1e9 * kCollectivePeakFraction;
+  time.seconds = time.bytes / rate;
+  time.overlappable = overlappable / rate;
+  return time;
+}
+
+}  // namespace oomcast::planner
