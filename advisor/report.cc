@@ -11,6 +11,7 @@
 #include "advisor/byte_text.h"
 #include "advisor/moe_routing.h"
 #include "advisor/parallel_report.h"
+#include "advisor/step_time_report.h"
 #include "advisor/terminal_timeline.h"
 #include "scenario/scenario_loader.h"
 
@@ -174,7 +175,7 @@ std::string verdict_line(const Prediction& prediction) {
 
 std::string render_text(const Prediction& prediction) {
   std::string text = header(prediction) + parallel_text(prediction);
-  text += "\n" + verdict_line(prediction) + "\n" + device_used_line(prediction);
+  text += "\n" + verdict_line(prediction) + "\n" + device_used_line(prediction) + step_time_text(prediction);
   text += moe_routing_text(prediction);
   if (prediction.steady_state.extrapolated && !prediction.steady_state.exact) {
     const SteadyStateNote& steady = prediction.steady_state;
@@ -283,6 +284,7 @@ std::string render_json(const Prediction& prediction) {
   }
   add_parallel_json(prediction, json);
   add_moe_routing_json(prediction, json);
+  add_step_time_json(prediction, json);
   return json.dump(2) + "\n";
 }
 
