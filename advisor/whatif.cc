@@ -11,6 +11,7 @@
 
 #include "advisor/byte_text.h"
 #include "advisor/leak_judgement.h"
+#include "advisor/step_time_report.h"
 #include "planner/step_planner.h"
 
 namespace oomcast::planner {
@@ -28,6 +29,7 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
   d.peak_allocated_bytes = baseline.peak_allocated_bytes;
   d.peak_reserved_bytes = baseline.peak_reserved_bytes;
   d.oom_message = baseline.oom_message;
+  d.step_seconds = baseline.step_time.step_seconds;
   d.patterns = detect_patterns(source, scenario, baseline, options.jobs);
   d.fixes = simulate_fixes(source, scenario, baseline, plan, options.jobs);
   judge_fixes_for_leaks(source, d.patterns, &d.fixes, options.jobs);  // a leaking fix never "fits"
@@ -43,6 +45,7 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
       }
     }
   }
+  recommend(source, scenario, d, options.jobs);
   if (options.with_fit) d.fit = fit_closed_form(scenario, FitMetric::PeakAllocated, options.jobs);
   d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return d;
@@ -59,13 +62,17 @@ std::string render_whatif_text(const Diagnosis& d) {
   for (const auto& p : d.patterns) {
     text += fmt::format("  * {} [{}]\n      {}\n      rule: {}\n", p.title, p.id, p.evidence, p.rule);
   }
+  auto step = [](double seconds) { return seconds > 0.0 ? seconds_text(seconds) : std::string("n/a"); };
+  if (d.step_seconds > 0.0) text += fmt::format("step time {} per optimizer step (docs/step-time.md)\n", step(d.step_seconds));
   text += "\nfixes, ranked by simulated saving of peak reserved memory\n";
-  text += fmt::format("  {:>2}  {:<62} {:>11} {:>11} {:>11}  {}\n", "#", "change", "before", "after", "saving", "fits");
+  text += fmt::format("  {:>2}  {:<62} {:>11} {:>11} {:>11}  {:>10}  {}\n", "#", "change", "before", "after", "saving",
+                      "step after", "fits");
   int rank = 0;
   for (const auto& f : d.fixes) {
     if (!f.valid) continue;
-    text += fmt::format("  {:>2}  {:<62} {:>11} {:>11} {:>11}  {}\n", ++rank, f.title, byte_text(f.peak_reserved_before),
-                        byte_text(f.peak_reserved_after), byte_text(f.saving_bytes()), f.fits_after ? "yes" : "no");
+    text += fmt::format("  {:>2}  {:<62} {:>11} {:>11} {:>11}  {:>10}  {}\n", ++rank, f.title, byte_text(f.peak_reserved_before),
+                        byte_text(f.peak_reserved_after), byte_text(f.saving_bytes()), step(f.step_seconds_after),
+                        f.fits_after ? "yes" : "no");
     text += fmt::format("      --set {}; cost: {}\n", fmt::join(f.overrides, " --set "), f.cost);
   }
   for (const auto& f : d.fixes) {
@@ -76,6 +83,17 @@ std::string render_whatif_text(const Diagnosis& d) {
     text += fmt::format("\nthe allocator setting alone makes it fit:\n  export PYTORCH_CUDA_ALLOC_CONF={}\n",
                         *d.recommended_alloc_conf);
   }
+  if (d.recommendation) {
+    const Recommendation& r = *d.recommendation;
+    text += fmt::format("\nrecommended (fits with the least step time): {}\n  --set {}\n  peak reserved {}, step {}{}\n",
+                        r.title, fmt::join(r.overrides, " --set "), byte_text(r.peak_reserved_bytes_after),
+                        step(r.step_seconds_after),
+                        d.step_seconds > 0.0 && r.step_seconds_after > 0.0
+                            ? fmt::format(" ({:+.0f}% against the scenario's {})",
+                                          100.0 * (r.step_seconds_after / d.step_seconds - 1.0), step(d.step_seconds))
+                            : "");
+  }
+  for (const auto& note : d.recommendation_notes) text += "\nnothing recommended: " + note + "\n";
   if (d.fit) text += "\n" + render_fit_text(*d.fit);
   text += fmt::format("\n{:.2f} s\n", d.seconds);
   return text;
@@ -109,10 +127,29 @@ std::string render_whatif_json(const Diagnosis& d) {
     row["fits_after"] = f.fits_after;
     row["alloc_conf"] = f.alloc_conf.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.alloc_conf);
     row["cost"] = f.cost;
+    row["peak_reserved_bytes_after"] = f.peak_reserved_after;
+    row["step_seconds_before"] = f.step_seconds_before;
+    row["step_seconds_after"] = f.step_seconds_after;
+    row["fits"] = f.fits_after;
     json["fixes"].push_back(std::move(row));
   }
   json["recommended_alloc_conf"] =
       d.recommended_alloc_conf ? nlohmann::ordered_json(*d.recommended_alloc_conf) : nlohmann::ordered_json(nullptr);
+  json["step_seconds"] = d.step_seconds;
+  if (d.recommendation) {
+    const Recommendation& r = *d.recommendation;
+    json["recommendation"] = {{"fix_ids", r.fix_ids},
+                              {"title", r.title},
+                              {"overrides", r.overrides},
+                              {"peak_reserved_bytes_after", r.peak_reserved_bytes_after},
+                              {"step_seconds_after", r.step_seconds_after},
+                              {"fits", r.fits},
+                              {"world_size", r.world_size > 0 ? nlohmann::ordered_json(r.world_size) : nlohmann::ordered_json(nullptr)},
+                              {"sharding", r.sharding.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.sharding)}};
+  } else {
+    json["recommendation"] = nullptr;
+  }
+  json["recommendation_notes"] = d.recommendation_notes;
   json["fit"] = d.fit ? nlohmann::ordered_json::parse(render_fit_json(*d.fit)) : nlohmann::ordered_json(nullptr);
   json["seconds"] = d.seconds;
   return json.dump(2) + "\n";

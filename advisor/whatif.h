@@ -38,9 +38,28 @@ struct FixOutcome {
   bool fits_after = false;
   std::string alloc_conf;               // PYTORCH_CUDA_ALLOC_CONF for allocator fixes
   std::string cost;                     // what the change costs (recomputation, throughput)
+  // One optimizer step of the same effective batch, before and after (planner/step_time.h);
+  // 0 when the step-time model has no figures for the device.
+  double step_seconds_before = 0.0;
+  double step_seconds_after = 0.0;
+  std::string group;                    // fixes of one group are alternatives (never combined)
   int64_t saving_bytes() const {
     return static_cast<int64_t>(peak_reserved_before) - static_cast<int64_t>(peak_reserved_after);
   }
+};
+
+// The cheapest way to fit: one fix, or a combination of at most three, that fits with the
+// least step time; or, when none fits on the scenario's GPUs, the fewest GPUs (and the
+// sharding) that fit, planned through the parallel planner (whatif_recommend.cc).
+struct Recommendation {
+  std::vector<std::string> fix_ids;     // the fixes combined; empty for a GPU-count suggestion
+  std::string title;
+  std::vector<std::string> overrides;
+  uint64_t peak_reserved_bytes_after = 0;
+  double step_seconds_after = 0.0;
+  bool fits = false;
+  int64_t world_size = 0;               // set for a GPU-count suggestion
+  std::string sharding;                 // "FSDP FULL_SHARD", "DeepSpeed ZeRO-3", ...
 };
 
 struct Diagnosis {
@@ -55,6 +74,9 @@ struct Diagnosis {
   // Set when the scenario does not fit and an allocator setting alone makes it fit.
   std::optional<std::string> recommended_alloc_conf;
   std::optional<ClosedFormFit> fit;
+  double step_seconds = 0.0;            // the scenario's own step time (0: not modelled)
+  std::optional<Recommendation> recommendation;  // none when it already fits or nothing found fits
+  std::vector<std::string> recommendation_notes; // what was tried when nothing fits
   double seconds = 0.0;
 };
 
@@ -73,12 +95,17 @@ std::vector<OomPattern> detect_patterns(const ScenarioSource& source, const Scen
 std::vector<FixOutcome> simulate_fixes(const ScenarioSource& source, const Scenario& scenario,
                                        const Prediction& baseline, const PlannedTrace& baseline_plan, size_t jobs);
 
+// The recommendation (whatif_recommend.cc): combinations of the simulated fixes, then GPU counts.
+void recommend(const ScenarioSource& source, const Scenario& scenario, Diagnosis& diagnosis, size_t jobs);
+
 std::string render_whatif_text(const Diagnosis& diagnosis);
 // {"scenario", "fits", "usable_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
 //  "oom_message", "patterns": [{id, title, evidence, rule}], "fixes": [{id, title, overrides,
 //  valid, error, peak_reserved_before, peak_reserved_after, peak_allocated_before,
-//  peak_allocated_after, saving_bytes, fits_after, alloc_conf, cost}],
-//  "recommended_alloc_conf", "fit", "seconds"}
+//  peak_allocated_after, saving_bytes, fits_after, alloc_conf, cost, peak_reserved_bytes_after,
+//  step_seconds_before, step_seconds_after, fits}], "recommended_alloc_conf", "step_seconds",
+//  "recommendation": {fix_ids, title, overrides, peak_reserved_bytes_after, step_seconds_after,
+//  fits, world_size, sharding} or null, "recommendation_notes", "fit", "seconds"}
 std::string render_whatif_json(const Diagnosis& diagnosis);
 
 }  // namespace oomcast::planner

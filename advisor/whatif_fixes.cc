@@ -156,6 +156,7 @@ void simulate(const ScenarioSource& source, const PlannedTrace& baseline_plan, C
     out.peak_reserved_after = p.peak_reserved_bytes;
     out.peak_allocated_after = p.peak_allocated_bytes;
     out.fits_after = p.fits;
+    out.step_seconds_after = p.step_time.step_seconds;
     if (c.allocator_only) out.alloc_conf = changed.allocator.source_text;
   } catch (const InputError& error) {
     out.valid = false;
@@ -186,6 +187,8 @@ std::vector<FixOutcome> simulate_fixes(const ScenarioSource& source, const Scena
   for (auto& c : candidates) {
     c.outcome.peak_reserved_before = baseline.peak_reserved_bytes;
     c.outcome.peak_allocated_before = baseline.peak_allocated_bytes;
+    c.outcome.step_seconds_before = baseline.step_time.step_seconds;
+    c.outcome.group = c.group;
     auto found = best.find(c.group);
     if (found == best.end()) {
       order.push_back(c.group);
