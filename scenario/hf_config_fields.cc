@@ -86,6 +86,31 @@ int64_t HfConfigFields::optional_int(const std::string& key, int64_t fallback, i
   return number;
 }
 
+std::vector<int64_t> HfConfigFields::optional_int_list(const std::string& key, int64_t minimum) {
+  read_.insert(key);
+  std::vector<int64_t> numbers;
+  if (!has(key)) return numbers;
+  const nlohmann::json& value = config_[key];
+  if (!value.is_array()) fail(key, "config.json key '" + key + "' must be a list of integers, not " + value.dump());
+  if (value.size() > static_cast<size_t>(kMaxDimension)) fail(key, "config.json key '" + key + "' has too many entries");
+  for (const nlohmann::json& entry : value) {
+    if (!entry.is_number_integer()) {
+      fail(key, "config.json key '" + key + "' must be a list of integers; it holds " + entry.dump());
+    }
+    if (entry.is_number_unsigned() && entry.get<uint64_t>() > static_cast<uint64_t>(kMaxDimension)) {
+      fail(key, "config.json key '" + key + "' holds " + entry.dump() + ", beyond the limit " +
+                    std::to_string(kMaxDimension));
+    }
+    const auto number = entry.get<int64_t>();
+    if (number < minimum) {
+      fail(key, "config.json key '" + key + "' entries must be at least " + std::to_string(minimum) + ", not " +
+                    entry.dump());
+    }
+    numbers.push_back(number);
+  }
+  return numbers;
+}
+
 bool HfConfigFields::optional_bool(const std::string& key, bool fallback) {
   read_.insert(key);
   if (!has(key)) return fallback;

@@ -27,6 +27,8 @@ class HfConfigFields {
   // `fallback` when missing or null; otherwise a positive integer (>= `minimum`).
   int64_t optional_int(const std::string& key, int64_t fallback, int64_t minimum = 1);
   // true/false only: "yes", 1 or "true" in quotes are errors naming the key.
+  // An array of integers >= `minimum`; empty when missing or null.
+  std::vector<int64_t> optional_int_list(const std::string& key, int64_t minimum = 0);
   bool optional_bool(const std::string& key, bool fallback);
   double optional_number(const std::string& key, double fallback);
   std::string optional_string(const std::string& key, const std::string& fallback);

@@ -22,15 +22,12 @@ void read_routing(HfConfigFields& fields, ModelConfig& model, const char* expert
   }
 }
 
-// Qwen-MoE: decoder_sparse_step and mlp_only_layers choose which layers are sparse.
-void read_sparse_layers(HfConfigFields& fields) {
-  if (fields.optional_int("decoder_sparse_step", 1) != 1) {
-    fields.note_unmodelled("decoder_sparse_step", "every layer is planned as sparse (a step of 1)");
-  }
-  fields.read("mlp_only_layers");
-  if (fields.json_size("mlp_only_layers") > 0) {
-    fields.note_unmodelled("mlp_only_layers", "every layer is planned as sparse (no dense-only layers)");
-  }
+// Qwen-MoE: layer i has the sparse block when it is not in mlp_only_layers and
+// (i + 1) % decoder_sparse_step == 0; the others a dense MLP of intermediate_size.
+void read_sparse_layers(HfConfigFields& fields, ModelConfig& model) {
+  model.dims["decoder_sparse_step"] = fields.optional_int("decoder_sparse_step", 1);
+  // Indices past the last layer select nothing, as in HF.
+  model.mlp_only_layers = fields.optional_int_list("mlp_only_layers");
 }
 
 }  // namespace
@@ -52,7 +49,7 @@ void read_qwen2_moe(HfConfigFields& fields, ModelConfig& model) {
   if (fields.has("shared_expert_intermediate_size")) {
     model.dims["shared_expert_ffn"] = fields.optional_int("shared_expert_intermediate_size", 0);
   }
-  read_sparse_layers(fields);
+  read_sparse_layers(fields, model);
 }
 
 void read_qwen3_moe(HfConfigFields& fields, ModelConfig& model) {
@@ -62,7 +59,7 @@ void read_qwen3_moe(HfConfigFields& fields, ModelConfig& model) {
   model.options["qk_norm"] = "true";
   read_routing(fields, model, "num_experts", false);
   model.dims["expert_ffn_hidden"] = fields.required_int("moe_intermediate_size");
-  read_sparse_layers(fields);
+  read_sparse_layers(fields, model);
 }
 
 }  // namespace oomcast::planner::hf

@@ -38,6 +38,8 @@ struct ModelConfig {
   std::map<std::string, std::string> options;  // family switches, e.g. tied_embeddings: "true"
   std::string source;                   // file it came from, for errors
   std::shared_ptr<const GraphFile> graph;  // family "graph": the layer graph read from a file
+  // Qwen-MoE's mlp_only_layers: decoder layers with a dense MLP of ffn_hidden instead of experts.
+  std::vector<int64_t> mlp_only_layers;
   // Keys of the source (config.json) that may change memory but are not modelled; shown
   // with the prediction.
   std::vector<std::string> warnings;

@@ -53,14 +53,16 @@ struct LlamaLayer {
   TensorId q_proj = kNoTensor, k_proj = kNoTensor, v_proj = kNoTensor, qkv_proj = kNoTensor, o_proj = kNoTensor;
   TensorId q_bias = kNoTensor, k_bias = kNoTensor, v_bias = kNoTensor, qkv_bias = kNoTensor, o_bias = kNoTensor;
   TensorId q_norm = kNoTensor, k_norm = kNoTensor;
+  bool sparse = false;  // the mixture-of-experts block instead of the dense MLP
   DenseMlp mlp;
   MoeBlock moe;
   TensorId input_norm = kNoTensor, post_attention_norm = kNoTensor, pre_ffn_norm = kNoTensor, post_ffn_norm = kNoTensor;
 };
 
 // Registration order of the HF decoder layers: self_attn, mlp, then the norms.
-LlamaLayer register_layer(GraphBuilder& g, const LlamaShape& s) {
+LlamaLayer register_layer(GraphBuilder& g, const LlamaShape& s, int64_t index) {
   LlamaLayer b;
+  b.sparse = s.moe.sparse_layer(index);
   const int64_t q_out = s.heads * s.head_dim;
   const int64_t kv_out = s.kv_heads * s.head_dim;
   auto bias = [&](bool on, const char* name, int64_t size) { return on ? g.parameter(name, {size}) : kNoTensor; };
@@ -86,7 +88,7 @@ LlamaLayer register_layer(GraphBuilder& g, const LlamaShape& s) {
     b.k_norm = g.parameter("k_norm.weight", {s.head_dim});
   }
   g.pop_module();
-  if (s.moe.experts > 0) {
+  if (b.sparse) {
     b.moe = register_moe_block(g, s.moe, s.hidden);
   } else {
     b.mlp = register_dense_mlp(g, "mlp", s.hidden, s.ffn, s.fused_gate_up, s.mlp_bias);
@@ -179,7 +181,7 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
   blocks.reserve(static_cast<size_t>(s.layers));
   for (int64_t i = 0; i < s.layers; ++i) {
     g.push_module("layers." + std::to_string(i));
-    blocks.push_back(register_layer(g, s));
+    blocks.push_back(register_layer(g, s, i));
     g.pop_module();
   }
   TensorId final_norm = g.parameter("norm.weight", {s.hidden});
@@ -237,8 +239,8 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
       x_mid = ops::add(g, "attn_residual", x, o);
       mlp_in = norm(g, s, "post_attention_layernorm", x_mid, b.post_attention_norm, s.hidden);
     }
-    TensorId mlp_out = s.moe.experts > 0 ? moe_block_forward(g, s.moe, b.moe, mlp_in, s.hidden, &router_logits)
-                                         : dense_mlp_forward(g, "mlp", b.mlp, mlp_in, s.gelu_mlp);
+    TensorId mlp_out = b.sparse ? moe_block_forward(g, s.moe, b.moe, mlp_in, s.hidden, &router_logits)
+                                : dense_mlp_forward(g, "mlp", b.mlp, mlp_in, s.gelu_mlp);
     if (s.sandwich_norm) mlp_out = norm(g, s, "post_feedforward_layernorm", mlp_out, b.post_ffn_norm, s.hidden);
     x = ops::add(g, "mlp_residual", x_mid, mlp_out);
     g.end_scope();

@@ -79,7 +79,15 @@ MoeShape read_moe_shape(const ModelConfig& model) {
   shape.normalize_top_k = option_enabled(model, "normalize_top_k", true);
   shape.mixtral_names = option_enabled(model, "mixtral_expert_names", false);
   shape.router_logits_output = option_enabled(model, "router_logits_output", false);
+  shape.sparse_step = dim(model, "decoder_sparse_step");
+  shape.mlp_only_layers = model.mlp_only_layers;
   return shape;
+}
+
+bool MoeShape::sparse_layer(int64_t layer) const {
+  if (experts <= 0) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) return false;
+  return (layer + 1) % sparse_step == 0;
 }
 
 MoeBlock register_moe_block(GraphBuilder& g, const MoeShape& shape, int64_t hidden) {

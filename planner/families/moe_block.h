@@ -32,6 +32,12 @@ struct MoeShape {
   bool normalize_top_k = true;   // routing weights renormalised over the chosen experts
   bool mixtral_names = false;    // block_sparse_moe.experts.i.w1/w2/w3
   bool router_logits_output = false;  // output_router_logits: the auxiliary loss is computed
+  int64_t sparse_step = 1;              // Qwen-MoE decoder_sparse_step
+  std::vector<int64_t> mlp_only_layers; // Qwen-MoE: layers that keep the dense MLP
+
+  // HF's rule: layer i (from 0) has experts unless listed in mlp_only_layers or
+  // (i + 1) % decoder_sparse_step != 0; the others have a dense MLP of intermediate_size.
+  bool sparse_layer(int64_t layer) const;
 };
 
 MoeShape read_moe_shape(const ModelConfig& model);
