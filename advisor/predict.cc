@@ -1,6 +1,7 @@
 // predict(): plan, replay, then one walk over the trace to attribute the live bytes at the
 // peak to tensor categories. On the cpu device there is no caching allocator: the walk itself
 // is the accounting (every block is exactly its request, reserved == allocated).
+#include "advisor/auto_checkpointing.h"
 #include "advisor/predict.h"
 
 #include <algorithm>
@@ -219,6 +220,9 @@ sim::DeviceModel demand_device(const Scenario& scenario) {
 }  // namespace
 
 Prediction predict(const Scenario& scenario) {
+  if (scenario.checkpointing.mode == CheckpointMode::Auto && scenario.checkpointing.units.empty()) {
+    return predict(resolve_auto_checkpointing(scenario));  // resolved: units set, or mode none
+  }
   if (scenario.iterations <= kPlanWholeUpToIterations || !steady_state_allowed(scenario)) {
     return predict_planned(scenario, plan_steps(scenario));
   }

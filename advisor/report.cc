@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "advisor/byte_text.h"
+#include "advisor/auto_checkpointing.h"
 #include "advisor/moe_routing.h"
 #include "advisor/parallel_report.h"
 #include "advisor/step_time_report.h"
@@ -56,6 +57,10 @@ std::string header(const Prediction& prediction) {
                       has_attention ? fmt::format(", {} attention", attention_name(s.attention)) : "", s.dropout);
   std::string checkpointing = checkpoint_mode_name(s.checkpointing.mode);
   if (s.checkpointing.mode == CheckpointMode::EveryN) checkpointing += fmt::format(" ({})", s.checkpointing.every_n);
+  if (s.checkpointing.mode == CheckpointMode::Auto) {
+    checkpointing += fmt::format(" ({}; recompute {} per step)", auto_checkpointing_summary(s.checkpointing),
+                                 seconds_text(prediction.step_time.recompute_seconds));
+  }
   const JobSection& job = s.job.job;
   if (job.kind == JobKind::Generate) {
     // A generation job has no optimizer, zero_grad or iterations to show: its sizes instead.
@@ -285,6 +290,14 @@ std::string render_json(const Prediction& prediction) {
   add_parallel_json(prediction, json);
   add_moe_routing_json(prediction, json);
   add_step_time_json(prediction, json);
+  if (s.checkpointing.mode == CheckpointMode::Auto) {
+    Json units = Json::array();
+    for (const UnitCheckpoint& unit : s.checkpointing.units) units.push_back(unit.on ? unit.choice : "none");
+    json["checkpointing_auto"] = Json{{"summary", auto_checkpointing_summary(s.checkpointing)},
+                                      {"margin_fraction", s.checkpointing.margin_fraction},
+                                      {"units", std::move(units)},
+                                      {"recompute_seconds", prediction.step_time.recompute_seconds}};
+  }
   return json.dump(2) + "\n";
 }
 

@@ -69,6 +69,11 @@ std::vector<Candidate> candidates_for(const Scenario& s) {
     list.push_back(make("checkpointing", "activation checkpointing of every block (checkpointing: full)",
                         {"checkpointing=full"}, "recomputes each block's forward in backward (~30% more compute)"));
   }
+  if (has_blocks(s.model) && s.checkpointing.mode != CheckpointMode::Auto) {
+    list.push_back(make("checkpointing_auto", "checkpointing chosen per block to fit (checkpointing: auto)",
+                        {"checkpointing=auto"},
+                        "recomputes only the blocks and ops a knapsack picks to fit (docs/step-time.md)"));
+  }
   if (has_attention(s.model) && s.attention != AttentionImpl::Flash) {
     if (!s.device.is_cpu && s.device.compute_capability >= 80) {
       std::vector<std::string> overrides = {"attention=flash"};

@@ -1,5 +1,6 @@
-// Checkpoint policies: full (every block), every n-th block, and selective (PyTorch's
-// selective-checkpoint API: ops of the listed kinds are recomputed, the others' outputs kept).
+// Checkpoint policies: full (every block), every n-th block, selective (PyTorch's
+// selective-checkpoint API: ops of the listed kinds are recomputed, the others' outputs kept),
+// and auto, resolved per block (each block full, selective or off, as the advisor chose).
 #include "planner/checkpointing.h"
 
 #include <algorithm>
@@ -28,25 +29,40 @@ CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder&
   for (size_t op = 0; op < graph.ops.size(); ++op) plan.saved_dropped[op].assign(graph.ops[op].saved.size(), 0);
   if (config.mode == CheckpointMode::None) return plan;
 
-  std::vector<uint8_t> recompute_kind(64, 0);
-  if (config.mode == CheckpointMode::Selective) {
-    if (config.recompute_ops.empty()) {
-      throw InputError(SourceLocation{}, "checkpointing.recompute_ops", "selective checkpointing needs recompute_ops");
-    }
-    for (const std::string& name : config.recompute_ops) {
+  auto kinds_of = [](const std::vector<std::string>& names) {
+    std::vector<uint8_t> kinds(64, 0);
+    for (const std::string& name : names) {
       OpKind kind;
       if (!parse_op_kind(name, &kind)) {
         throw InputError(SourceLocation{}, "checkpointing.recompute_ops",
                          "unknown op kind '" + name + "'" + did_you_mean(name, op_kind_names()));
       }
-      recompute_kind[static_cast<size_t>(kind)] = 1;
+      kinds[static_cast<size_t>(kind)] = 1;
     }
+    return kinds;
+  };
+  // Per unit: selective (only the listed kinds recomputed) or whole, and which kinds.
+  std::vector<uint8_t> unit_selective(num_units, config.mode == CheckpointMode::Selective ? 1 : 0);
+  std::vector<std::vector<uint8_t>> unit_kinds(num_units, std::vector<uint8_t>(64, 0));
+  if (config.mode == CheckpointMode::Selective) {
+    if (config.recompute_ops.empty()) {
+      throw InputError(SourceLocation{}, "checkpointing.recompute_ops", "selective checkpointing needs recompute_ops");
+    }
+    unit_kinds.assign(num_units, kinds_of(config.recompute_ops));
   }
   for (size_t unit = 0; unit < num_units; ++unit) {
     bool on = config.mode != CheckpointMode::EveryN || config.every_n <= 1 ||
               unit % static_cast<size_t>(config.every_n) == 0;
+    if (config.mode == CheckpointMode::Auto) {
+      on = unit < config.units.size() && config.units[unit].on;
+      if (on && !config.units[unit].recompute_ops.empty()) {
+        unit_selective[unit] = 1;
+        unit_kinds[unit] = kinds_of(config.units[unit].recompute_ops);
+      }
+    }
     plan.unit_checkpointed[unit] = on ? 1 : 0;
   }
+  auto recompute_kind = [&](size_t unit, OpKind kind) { return unit_kinds[unit][static_cast<size_t>(kind)] != 0; };
 
   std::vector<int32_t> producer_unit(graph.tensors.size(), -1);
   std::vector<OpKind> producer_kind(graph.tensors.size(), OpKind::Constant);
@@ -71,13 +87,13 @@ CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder&
     const OpNode& op = graph.ops[op_index];
     if (op.unit < 0 || !plan.unit_checkpointed[static_cast<size_t>(op.unit)]) continue;
     auto u = static_cast<size_t>(op.unit);
-    bool selective = config.mode == CheckpointMode::Selective;
-    bool recompute_this = !selective || recompute_kind[static_cast<size_t>(op.kind)];
+    bool selective = unit_selective[u] != 0;
+    bool recompute_this = !selective || recompute_kind(u, op.kind);
     for (size_t i = 0; i < op.saved.size(); ++i) {
       TensorId tensor = graph.tensors[op.saved[i]].storage;
       bool inside = has_producer[tensor] && producer_unit[tensor] == op.unit;
       if (!inside) continue;  // block inputs and parameters stay (the checkpoint keeps its inputs)
-      bool dropped = !selective || recompute_kind[static_cast<size_t>(producer_kind[tensor])];
+      bool dropped = !selective || recompute_kind(u, producer_kind[tensor]);
       plan.saved_dropped[op_index][i] = dropped ? 1 : 0;
       if (dropped) plan.unit_recompute_stop[u] = std::max(plan.unit_recompute_stop[u], order.position[op_index]);
     }
@@ -99,8 +115,7 @@ CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder&
       bool activation = role == TensorRole::Activation || role == TensorRole::AutocastWeight;
       if (!inside && activation && has_producer[storage]) {
         plan.unit_kept[u].push_back(storage);  // a block input: checkpoint keeps it
-      } else if (inside && config.mode == CheckpointMode::Selective &&
-                 !recompute_kind[static_cast<size_t>(producer_kind[storage])]) {
+      } else if (inside && unit_selective[u] && !recompute_kind(u, producer_kind[storage])) {
         plan.unit_kept[u].push_back(storage);  // SAC caches the outputs of "save" ops
       }
       if (inside) plan.recompute_last_use[in] = std::max(plan.recompute_last_use[in], position);

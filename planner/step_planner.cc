@@ -279,6 +279,11 @@ void LoopPlanner::run() {
 
 }  // namespace
 
+LayerGraph build_training_graph(const Scenario& scenario) {
+  const int64_t seq_len = scenario.seq_len > 0 ? scenario.seq_len : families::default_sequence_length(scenario.model);
+  return build_graph(scenario, seq_len, /*training=*/true, /*grad_enabled=*/true);
+}
+
 PlannedTrace plan_steps(const Scenario& scenario) {
   if (scenario.job.job.kind == JobKind::Generate) return plan_generate_job(scenario);
   if (scenario.job.job.kind != JobKind::Train) return plan_forward_job(scenario);

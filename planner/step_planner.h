@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/layer_graph.h"
 #include "planner/planned_trace.h"
 #include "scenario/scenario.h"
 
@@ -13,5 +14,8 @@ namespace oomcast::planner {
 
 // Builds the schedule. Throws InputError for a scenario the model family cannot honour.
 PlannedTrace plan_steps(const Scenario& scenario);
+
+// The layer graph one training micro-batch runs (what plan_steps schedules).
+LayerGraph build_training_graph(const Scenario& scenario);
 
 }  // namespace oomcast::planner

@@ -22,7 +22,7 @@ struct GraphFile;  // a model given as a graph file (scenario/graph_file.h)
 
 enum class Precision { Fp32, AmpBf16, AmpFp16, PureBf16 };
 enum class AttentionImpl { Eager, SdpaMath, Flash, MemEfficient };
-enum class CheckpointMode { None, Full, EveryN, Selective };
+enum class CheckpointMode { None, Full, EveryN, Selective, Auto };
 enum class OptimizerType { Sgd, Adam, AdamW, Adafactor, AdamW8bit };
 enum class OptimizerImpl { SingleTensor, Foreach, Fused };
 // Mixture-of-experts routing planned: the busiest expert gets k times its share, or even.
@@ -45,10 +45,21 @@ struct ModelConfig {
   std::vector<std::string> warnings;
 };
 
+// One block's checkpointing as `checkpointing: auto` chose it (advisor/auto_checkpointing.h).
+struct UnitCheckpoint {
+  bool on = false;
+  std::string choice;                           // "full", "attention", "activations": the option's name
+  std::vector<std::string> recompute_ops;       // op kinds recomputed; empty: the whole block
+};
+
 struct CheckpointConfig {
   CheckpointMode mode = CheckpointMode::None;
   int64_t every_n = 1;                          // EveryN: checkpoint one block in every n
   std::vector<std::string> recompute_ops;       // Selective: op kinds recomputed in backward
+  // Auto: the share of usable memory to leave free, and the choice per block once resolved
+  // (empty until then: nothing is checkpointed).
+  double margin_fraction = 0.05;
+  std::vector<UnitCheckpoint> units;
 };
 
 struct OptimizerConfig {

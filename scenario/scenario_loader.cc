@@ -47,7 +47,7 @@ const Named<AttentionImpl> kAttentions[] = {
     {"mem_efficient", AttentionImpl::MemEfficient}};
 const Named<CheckpointMode> kCheckpointModes[] = {
     {"none", CheckpointMode::None}, {"full", CheckpointMode::Full}, {"every_n", CheckpointMode::EveryN},
-    {"selective", CheckpointMode::Selective}};
+    {"selective", CheckpointMode::Selective}, {"auto", CheckpointMode::Auto}};
 const Named<OptimizerType> kOptimizerTypes[] = {
     {"sgd", OptimizerType::Sgd}, {"adam", OptimizerType::Adam}, {"adamw", OptimizerType::AdamW},
     {"adafactor", OptimizerType::Adafactor}, {"adamw8bit", OptimizerType::AdamW8bit}};
@@ -189,7 +189,7 @@ CheckpointConfig read_checkpointing(const YamlNode& node) {
     if (config.mode == CheckpointMode::Selective) node.fail("checkpointing mode 'selective' needs a 'recompute' list");
     return config;
   }
-  node.reject_unknown_keys({"mode", "every_n", "recompute"});
+  node.reject_unknown_keys({"mode", "every_n", "recompute", "margin"});
   YamlNode mode = node.child("mode");
   if (!mode.is_missing()) config.mode = read_choice(mode, kCheckpointModes);
   YamlNode every_n = node.child("every_n");
@@ -209,6 +209,11 @@ CheckpointConfig read_checkpointing(const YamlNode& node) {
   }
   if (config.mode == CheckpointMode::Selective && config.recompute_ops.empty()) {
     node.fail("checkpointing mode 'selective' needs a 'recompute' list of op kinds");
+  }
+  YamlNode margin = node.child("margin");
+  if (!margin.is_missing()) {
+    if (config.mode != CheckpointMode::Auto) margin.fail("'checkpointing.margin' applies only to mode auto");
+    config.margin_fraction = margin.as_number(0.0, 0.9);
   }
   return config;
 }

@@ -1,0 +1,20 @@
+// `checkpointing: auto`, the advisor's half: picks which blocks (or which ops inside them) to
+// checkpoint so the step fits the device with the scenario's margin at the least recompute
+// time. The requirement comes from simulated peaks; the choice from the planner's knapsack
+// (planner/checkpoint_knapsack.h); the result is simulated again until it fits.
+#pragma once
+
+#include <string>
+
+#include "scenario/scenario.h"
+
+namespace oomcast::planner {
+
+// The scenario with checkpointing.units filled in; unchanged unless its mode is auto and
+// unresolved. A model without blocks gets mode none.
+Scenario resolve_auto_checkpointing(const Scenario& scenario);
+
+// "12 of 32 blocks: 8 full, 4 attention" for a resolved auto section; "" otherwise.
+std::string auto_checkpointing_summary(const CheckpointConfig& config);
+
+}  // namespace oomcast::planner
