@@ -12,12 +12,18 @@
 #include "advisor/byte_text.h"
 #include "advisor/leak_judgement.h"
 #include "advisor/step_time_report.h"
+#include "base/progress.h"
 #include "planner/step_planner.h"
 
 namespace oomcast::planner {
 
 Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options) {
   auto start = std::chrono::steady_clock::now();
+  // The doctor's stages, for the progress line: the scenario, patterns, fixes, leaks,
+  // recommendation, fit.
+  constexpr std::string_view kTask = "whatif stages";
+  constexpr uint64_t kStages = 6;
+  ScopedProgress progress(kTask, kStages);
   Scenario scenario = source.load();
   PlannedTrace plan = plan_steps(scenario);
   Prediction baseline = predict_planned(scenario, plan);
@@ -30,8 +36,11 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
   d.peak_reserved_bytes = baseline.peak_reserved_bytes;
   d.oom_message = baseline.oom_message;
   d.step_seconds = baseline.step_time.step_seconds;
+  report_progress(kTask, 1, kStages);
   d.patterns = detect_patterns(source, scenario, baseline, options.jobs);
+  report_progress(kTask, 2, kStages);
   d.fixes = simulate_fixes(source, scenario, baseline, plan, options.jobs);
+  report_progress(kTask, 3, kStages);
   judge_fixes_for_leaks(source, d.patterns, &d.fixes, options.jobs);  // a leaking fix never "fits"
   std::stable_sort(d.fixes.begin(), d.fixes.end(), [](const FixOutcome& a, const FixOutcome& b) {
     if (a.valid != b.valid) return a.valid;
@@ -45,7 +54,9 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
       }
     }
   }
+  report_progress(kTask, 4, kStages);
   recommend(source, scenario, d, options.jobs);
+  report_progress(kTask, 5, kStages);
   if (options.with_fit) d.fit = fit_closed_form(scenario, FitMetric::PeakAllocated, options.jobs);
   d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return d;

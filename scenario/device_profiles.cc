@@ -71,6 +71,9 @@ std::vector<DeviceProfile> build_profiles() {
       gpu("rtx-4090", "RTX 4090", 24'248, 89),
       // get_device_properties() of "NVIDIA A10G" (AWS g5): total_memory=22587MB = 22.06 GiB.
       gpu("a10g", "A10G", 22'587, 86),
+      // 44.42 GiB: an OOM text from an 8 x L40S job ("GPU has a total capacity of 44.42 GiB",
+      // stepfun-ai/Step-Video-T2V #8); 48 GB GDDR6 with ECC on.
+      gpu("l40s", "L40S", 45'486, 89),
   };
   // Host link and compute peak, for the offload-cost estimate (planner/parallel/offload_cost.cc).
   // host_link_gbps is the *effective* host<->device copy bandwidth of pinned memory, below
@@ -89,7 +92,7 @@ std::vector<DeviceProfile> build_profiles() {
       {"a100-80gb", 25.0, 312.0}, {"a100-40gb", 25.0, 312.0}, {"h100-80gb", 50.0, 989.0},
       {"h200", 50.0, 989.0},      {"l4", 25.0, 121.0},        {"t4", 12.0, 65.0},
       {"v100-16gb", 12.0, 125.0}, {"v100-32gb", 12.0, 125.0}, {"rtx-3090", 25.0, 71.0},
-      {"rtx-4090", 25.0, 165.0},  {"a10g", 25.0, 70.0}};
+      {"rtx-4090", 25.0, 165.0},  {"a10g", 25.0, 70.0},       {"l40s", 25.0, 362.0}};
   for (DeviceProfile& profile : profiles) {
     for (const LinkAndPeak& link : kLinks) {
       if (profile.name == link.name) {
@@ -130,6 +133,9 @@ std::vector<DeviceProfile> build_profiles() {
       {"rtx-3090", {35.6, 35.6, 71.0, 71.0, 936.0, 25.0, 12.5}},
       {"rtx-4090", {82.6, 82.6, 165.2, 165.2, 1008.0, 25.0, 12.5}},
       {"a10g", {31.2, 35.0, 70.0, 70.0, 600.0, 25.0, 12.5}},
+      // L40S data sheet: FP32 91.6, TF32 183, BF16/FP16 362 TFLOP/s dense; GDDR6 864 GB/s; PCIe
+      // 4.0 x16, no NVLink.
+      {"l40s", {91.6, 183.0, 362.0, 362.0, 864.0, 25.0, 12.5}},
   };
   for (DeviceProfile& profile : profiles) {
     for (const Throughput& row : kThroughputs) {

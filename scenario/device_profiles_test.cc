@@ -30,6 +30,7 @@ TEST_CASE("device totals print as the capacities real OOM texts show", "[planner
   CHECK(capacity_text("rtx-4090") == "23.68 GiB");
   CHECK(capacity_text("a10g") == "22.06 GiB");
   CHECK(capacity_text("l4") == "22.03 GiB");
+  CHECK(capacity_text("l40s") == "44.42 GiB");
 }
 
 TEST_CASE("Hopper GPUs get a 32 MiB cuBLAS workspace and the others 8,519,680 bytes", "[planner][device]") {
@@ -65,7 +66,7 @@ TEST_CASE("a near-miss profile name is suggested by prefix before edit distance"
 TEST_CASE("another GPU model is never suggested as a typo: the error says how to describe it", "[planner][device]") {
   const std::string custom = " (no profile for that GPU: describe it as device: {total_gib: N, compute_capability: X.Y})";
   CHECK(device_did_you_mean("rtx 4080") == custom);
-  CHECK(device_did_you_mean("l40s") == custom);
+  CHECK(device_did_you_mean("a6000") == custom);
   CHECK(device_did_you_mean("tpu-v5") == custom);
 }
 
@@ -81,10 +82,10 @@ TEST_CASE("the cpu profile has no context, no workspace and no real capacity lim
   CHECK(config.model.total_bytes >= (1ull << 50));
 }
 
-TEST_CASE("all eleven GPUs of the issue and cpu are listed", "[planner][device]") {
+TEST_CASE("the eleven GPUs of the issue, the L40S and cpu are listed", "[planner][device]") {
   CHECK(device_profile_names() == std::vector<std::string>{"a100-80gb", "a100-40gb", "h100-80gb", "h200", "l4", "t4",
                                                            "v100-16gb", "v100-32gb", "rtx-3090", "rtx-4090", "a10g",
-                                                           "cpu"});
+                                                           "l40s", "cpu"});
 }
 
 }  // namespace

@@ -76,8 +76,8 @@ oomcast_cli_test(hostile_search_max_zero 2 "--max"
                  search ${small} --max 0)
 oomcast_cli_test(hostile_plan_json_has_memory_stats 0 "\"memory_stats\": {.*\"allocated_bytes.all.peak\".*\"num_alloc_retries\""
                  plan ${small} --json)
-oomcast_cli_test(hostile_unknown_gpu_is_not_a_typo 2 "unknown device profile 'l40s' \\(no profile for that GPU"
-                 plan ${small} --set device=l40s)
+oomcast_cli_test(hostile_unknown_gpu_is_not_a_typo 2 "unknown device profile 'a6000' \\(no profile for that GPU"
+                 plan ${small} --set device=a6000)
 oomcast_cli_env_test(environment_alloc_conf_is_honoured PYTORCH_CUDA_ALLOC_CONF "expandable_segments:True" 0
                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.*note: using PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True from the environment"
                      plan ${small})
