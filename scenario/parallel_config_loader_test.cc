@@ -3,6 +3,8 @@
 // and batch size, and errors that name the file, line and key.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -18,7 +20,7 @@ namespace {
 std::string scenario_dir() { return std::string(OOMCAST_SOURCE_DIR) + "/scenarios"; }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  std::filesystem::path path = std::filesystem::temp_directory_path() / ("oomcast-parallel-test-" + name);
+  std::filesystem::path path = std::filesystem::temp_directory_path() / ("oomcast-parallel-test-" + std::to_string(getpid()) + "-" + name);
   std::ofstream(path) << text;
   return path.string();
 }

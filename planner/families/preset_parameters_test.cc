@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -19,7 +21,9 @@ namespace {
 uint64_t preset_parameters(const std::string& name) { return parameter_count(resolve_model(name, "")); }
 
 std::string write_temp(const std::string& file_name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "oomcast_model_catalog_test";
+  // One folder per process: ctest runs each TEST_CASE as its own process, in parallel, and
+  // several write a file called config.json.
+  auto dir = std::filesystem::temp_directory_path() / ("oomcast_model_catalog_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   auto path = dir / file_name;
   std::ofstream(path) << text;
