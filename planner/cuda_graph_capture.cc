@@ -47,4 +47,13 @@ void release_captured_graphs(const CapturedGraphs& graphs, ScheduleWriter& write
   for (uint32_t slot : graphs.held_slots) writer.free(slot);
 }
 
+std::vector<uint32_t> allocate_static_inputs(const LayerGraph& graph, ScheduleWriter& writer) {
+  std::vector<uint32_t> slots;
+  for (TensorId input : graph.inputs) {
+    const auto& tensor = graph.tensors[input];
+    slots.push_back(writer.alloc(writer.intern("static." + graph.names[tensor.name]), tensor.bytes(), TensorCategory::Input));
+  }
+  return slots;
+}
+
 }  // namespace oomcast::planner

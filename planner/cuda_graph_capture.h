@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/layer_graph.h"
 #include "planner/schedule_writer.h"
 #include "scenario/scenario.h"
 
@@ -42,6 +43,10 @@ using StepWriter = std::function<std::vector<uint32_t>(int64_t batch)>;
 // allocates the graph's static input buffers before its capture and returns their slots.
 CapturedGraphs capture_graphs(const CudaGraphConfig& graph, ScheduleWriter& writer, const StepWriter& inputs,
                               const StepWriter& warm_up, const StepWriter& capture);
+
+// A captured step's static input buffers: one `static.<name>` Input allocation per input of
+// `graph`, made before its capture. Returns their slots.
+std::vector<uint32_t> allocate_static_inputs(const LayerGraph& graph, ScheduleWriter& writer);
 
 // The graphs are destroyed (`del graph` at the end of the job): their pools lose their
 // users and their static buffers are freed.

@@ -47,19 +47,9 @@ CapturedGraphs capture_forward_graphs(const Scenario& s, const CudaGraphConfig& 
     CheckpointPlan checkpoints = plan_checkpointing(graph, order, CheckpointConfig{});
     GraphRunner runner(graph, std::move(order), checkpoints, model, writer, s.job.job.held_outputs);
     runner.forward();
-    std::vector<uint32_t> outputs;
-    for (const auto& [name, slot] : runner.finish_step()) outputs.push_back(slot);
-    for (uint32_t slot : runner.take_all_live()) outputs.push_back(slot);
-    return outputs;
+    return runner.take_step_outputs();
   };
-  auto inputs = [&](int64_t batch) {
-    LayerGraph graph = forward_graph(s, batch, seq_len);
-    std::vector<uint32_t> slots;
-    for (TensorId input : graph.inputs)
-      slots.push_back(writer->alloc(writer->intern("static." + graph.names[graph.tensors[input].name]),
-                                    graph.tensors[input].bytes(), TensorCategory::Input));
-    return slots;
-  };
+  auto inputs = [&](int64_t batch) { return allocate_static_inputs(forward_graph(s, batch, seq_len), *writer); };
   return capture_graphs(graphs, *writer, inputs, step, step);
 }
 
@@ -120,9 +110,7 @@ PlannedTrace plan_forward_job(const Scenario& s) {
     inputs = std::move(fresh);
     if (replays) continue;  // the graph copies the batch into its static inputs and replays
     runner.forward();
-    std::vector<uint32_t> current;
-    for (const auto& [name, slot] : runner.finish_step()) current.push_back(slot);
-    for (uint32_t slot : runner.take_all_live()) current.push_back(slot);
+    std::vector<uint32_t> current = runner.take_step_outputs();
     for (uint32_t slot : previous) writer.free(slot);
     previous = std::move(current);
     if (job.held_outputs.empty()) {

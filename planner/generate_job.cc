@@ -207,19 +207,9 @@ CapturedGraphs capture_decode_graphs(const Scenario& s, const CudaGraphConfig& g
     model->hooks = &cache;
     runner.forward();
     model->hooks = nullptr;
-    std::vector<uint32_t> outputs;
-    for (const auto& [name, slot] : runner.finish_step()) outputs.push_back(slot);
-    for (uint32_t slot : runner.take_all_live()) outputs.push_back(slot);
-    return outputs;
+    return runner.take_step_outputs();
   };
-  auto inputs = [&](int64_t batch) {
-    LayerGraph decode = generation_graph(s, batch, 1, false);
-    std::vector<uint32_t> slots;
-    for (TensorId input : decode.inputs)
-      slots.push_back(writer->alloc(writer->intern("static." + decode.names[decode.tensors[input].name]),
-                                    decode.tensors[input].bytes(), TensorCategory::Input));
-    return slots;
-  };
+  auto inputs = [&](int64_t batch) { return allocate_static_inputs(generation_graph(s, batch, 1, false), *writer); };
   return capture_graphs(graphs, *writer, inputs, step, step);
 }
 
@@ -297,8 +287,8 @@ PlannedTrace plan_generate_job(const Scenario& s) {
       model.hooks = &cache;
       runner.forward();
       model.hooks = nullptr;
-      for (const auto& [name, slot] : runner.finish_step()) outputs.push_back(slot);
-      for (uint32_t slot : runner.take_all_live()) outputs.push_back(slot);
+      std::vector<uint32_t> step_outputs = runner.take_step_outputs();
+      outputs.insert(outputs.end(), step_outputs.begin(), step_outputs.end());
     }
     // next_token_logits = outputs.logits[:, -1, :].clone().float(); del outputs. The loop's
     // locals (next_token_logits, next_tokens) live until the next step rebinds them.

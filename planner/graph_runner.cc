@@ -473,4 +473,11 @@ std::vector<uint32_t> GraphRunner::take_all_live() {
   return live;
 }
 
+std::vector<uint32_t> GraphRunner::take_step_outputs() {
+  std::vector<uint32_t> outputs;
+  for (const auto& [name, slot] : finish_step()) outputs.push_back(slot);
+  for (uint32_t slot : take_all_live()) outputs.push_back(slot);
+  return outputs;
+}
+
 }  // namespace oomcast::planner

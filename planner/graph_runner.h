@@ -48,6 +48,9 @@ class GraphRunner {
   std::vector<std::pair<std::string, uint32_t>> finish_step();
   // Hands every live activation (a graph nobody runs backward on) to the caller.
   std::vector<uint32_t> take_all_live();
+  // After a forward-only step: finish_step's held outputs, then take_all_live's activations,
+  // as one list of slots the caller now owns.
+  std::vector<uint32_t> take_step_outputs();
 
  private:
   struct GradBuffer {
