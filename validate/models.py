@@ -277,9 +277,10 @@ class BertSelfAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.heads, self.hd).permute(0, 2, 1, 3)
 
-    def forward(self, x):
+    def forward(self, x, extended_mask):
         q, k, v = self.split_heads(self.query(x)), self.split_heads(self.key(x)), self.split_heads(self.value(x))
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.hd)
+        scores = scores + extended_mask  # [B, 1, 1, T] in the parameters' dtype
         probs = self.dropout(F.softmax(scores, dim=-1))
         context = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous()
         return context.view(x.shape)
@@ -297,8 +298,8 @@ class BertLayer(nn.Module):
         self.out_dense, self.out_ln = nn.Linear(ffn, h), nn.LayerNorm(h, eps=1e-12)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x):
-        a = self.attn_ln(self.dropout(self.attn_dense(self.attention(x))) + x)
+    def forward(self, x, extended_mask):
+        a = self.attn_ln(self.dropout(self.attn_dense(self.attention(x, extended_mask))) + x)
         return self.out_ln(self.dropout(self.out_dense(F.gelu(self.intermediate(a)))) + a)
 
 
@@ -331,7 +332,12 @@ class Bert(nn.Module):
         x = self.word_embeddings(idx) + self.token_type_embeddings(self.token_type_ids[:, :T].expand(idx.shape))
         x += self.position_embeddings(self.position_ids[:, :T])
         x = self.dropout(self.emb_ln(x))
-        x = run_blocks(self.layers, x, self.use_checkpoint)
+        # get_extended_attention_mask: an all-ones mask as [B, 1, 1, T] in the parameters'
+        # dtype, 0 where attended and the dtype's minimum elsewhere.
+        dtype = self.word_embeddings.weight.dtype
+        ones = torch.ones(idx.shape, device=idx.device)
+        extended_mask = (1.0 - ones[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
+        x = run_blocks(self.layers, x, self.use_checkpoint, extended_mask)
         logits = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else x[:, 0]
         if self.classifier is not None:
             logits = self.classifier(self.dropout(logits))

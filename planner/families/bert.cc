@@ -94,6 +94,12 @@ void build_bert(GraphBuilder& g, const ModelConfig& model) {
   shape.seq = seq;
   shape.head_dim = hidden / heads;
   shape.causal = false;
+  // BertModel.forward builds the extended attention mask once, in the parameters' dtype
+  // (get_extended_attention_mask), and the eager attention of every layer adds it.
+  if (g.context().attention == AttentionImpl::Eager) {
+    shape.additive_mask = ops::constant(g, "extended_attention_mask", static_cast<uint64_t>(batch * seq),
+                                        g.precision().parameter_dtype);
+  }
   for (int64_t i = 0; i < layers; ++i) {
     const BertLayer& b = blocks[static_cast<size_t>(i)];
     g.push_module("encoder.layer." + std::to_string(i));

@@ -65,6 +65,18 @@ TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, T
     att = tanh(g, name + ".softcap_tanh", att);  // saves its result
     att = scale(g, name + ".softcap_mul", att);
   }
+  if (shape.additive_mask != kNoTensor) {
+    // scores + mask saves nothing, but type promotion makes the sum the wider of the two
+    // dtypes: under autocast the fp16/bf16 scores meet an fp32 mask (fp32 parameters), so the
+    // softmax, its saved result and the dropout all run in fp32.
+    DType mask_dtype = g.tensor(shape.additive_mask).dtype;
+    DType sum_dtype = g.tensor(att).dtype == mask_dtype ? mask_dtype : DType::Float32;
+    TensorId masked = g.activation(name + ".mask_add.out", scores_numel, sum_dtype);
+    OpNode& op = g.add_op(OpKind::Add, name + ".mask_add", {att, shape.additive_mask}, {masked},
+                          {GradRule::New, GradRule::None});
+    g.finish_op(op);
+    att = masked;
+  }
   if (shape.causal) {
     // bias[:, :, :T, :T] == 0 builds a bool mask per call; masked_fill saves it.
     uint64_t mask_numel = static_cast<uint64_t>(shape.seq * shape.seq);

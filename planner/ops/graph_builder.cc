@@ -157,6 +157,15 @@ void GraphBuilder::finish_op(OpNode& op) {
   if (!op.records_grad_node) {
     op.saved.clear();
     op.backward_transients.clear();
+    return;
+  }
+  // Before PyTorch 1.11 the backward formulas of softmax and log_softmax named their input as
+  // well as their result, so autograd kept both (pytorch#64000, fixed by pytorch#65242): one
+  // more score-sized tensor per eager attention, and the logits alive until backward.
+  const bool softmax_like = op.kind == OpKind::Softmax || op.kind == OpKind::LogSoftmax;
+  if (softmax_like && context_.torch_version < 111 && !op.inputs.empty() &&
+      std::find(op.saved.begin(), op.saved.end(), op.inputs.front()) == op.saved.end()) {
+    op.saved.push_back(op.inputs.front());
   }
 }
 

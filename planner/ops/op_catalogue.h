@@ -91,6 +91,9 @@ struct AttentionShape {
   // Gemma 2's attn_logit_softcapping in eager attention: scores / cap, tanh, * cap before the
   // mask (SDPA and flash attention take no extra tensors for it).
   bool score_softcap = false;
+  // Hugging Face's BERT-style eager attention adds an extended attention mask ([b, 1, 1, s],
+  // built once per forward in the parameters' dtype) to the scores before the softmax.
+  TensorId additive_mask = kNoTensor;
 };
 // Scaled dot-product attention of q, k, v ([b, heads, s, d] views) with the scenario's
 // implementation (eager as nanoGPT writes it, SDPA math, flash, memory-efficient). Returns
