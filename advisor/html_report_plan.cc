@@ -162,6 +162,11 @@ HtmlReport whatif_html_report(const Scenario& scenario, const PlannedTrace& plan
                               const Diagnosis& diagnosis) {
   HtmlReport report = plan_html_report(scenario, planned, prediction);
   report.kind = "whatif";
+  if (diagnosis.leak && diagnosis.fits_simulated_iterations) {
+    // The iterations simulated fit, the job does not: it grows every iteration.
+    report.fits = false;
+    report.verdict = "grows: fits the iterations simulated, but " + diagnosis.leak->text();
+  }
   if (!diagnosis.patterns.empty()) {
     HtmlTable patterns;
     patterns.title = "OOM patterns found";
@@ -182,7 +187,7 @@ HtmlReport whatif_html_report(const Scenario& scenario, const PlannedTrace& plan
       continue;
     }
     fixes.rows.push_back({fix.title, overrides, byte_text(fix.peak_reserved_after), byte_text(fix.saving_bytes()),
-                          fix.fits_after ? "yes" : "no", fix.cost});
+                          fix.fits_after ? "yes" : fix.leak ? "grows" : "no", fix.cost});
   }
   report.tables.push_back(std::move(fixes));
   if (diagnosis.recommended_alloc_conf) {

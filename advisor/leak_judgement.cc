@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "advisor/byte_text.h"
+#include "advisor/whatif.h"
 #include "base/input_error.h"
 
 namespace oomcast::planner {
@@ -54,11 +55,51 @@ Prediction predict_over_leak_window(const ScenarioSource& source, std::vector<st
   return predict(scenario);
 }
 
+std::string LeakOutlook::end_text() const {
+  return out_of_memory_simulated
+             ? fmt::format("out of memory at iteration {} (simulated)", oom_iteration)
+             : fmt::format("out of memory at about iteration {} ({} more iterations after the {} simulated)", oom_iteration,
+                           oom_iteration - simulated_iterations, simulated_iterations);
+}
+
+std::string LeakOutlook::text() const {
+  return fmt::format("the peak grows by {} per iteration (iterations {}..{}): {}", byte_text(growth.bytes_per_iteration),
+                     growth.first_iteration, growth.last_iteration, end_text());
+}
+
+std::optional<LeakOutlook> leak_outlook(const Prediction& p) {
+  GrowthJudgement growth = judge_growth(p);
+  if (!growth.grows) return std::nullopt;
+  LeakOutlook outlook;
+  outlook.growth = growth;
+  std::map<int32_t, uint64_t> peaks = iteration_peaks(p);
+  outlook.simulated_iterations = peaks.empty() ? 0 : peaks.rbegin()->first + 1;
+  if (!p.fits) {
+    outlook.out_of_memory_simulated = true;
+    outlook.oom_iteration = p.oom_at.iteration;
+  } else {
+    // The reserved peak grows as the allocated one does, in segment steps: the room left after
+    // the window runs out after about room / growth more iterations.
+    const double room = std::max(0.0, static_cast<double>(p.usable_bytes) - static_cast<double>(p.peak_reserved_bytes));
+    const double more = std::floor(room / growth.bytes_per_iteration);
+    constexpr double kLongest = 1e15;  // a printable iteration count; any real job ends before
+    outlook.oom_iteration = outlook.simulated_iterations + static_cast<int64_t>(std::min(more, kLongest));
+  }
+  return outlook;
+}
+
+std::optional<LeakOutlook> judge_leak(const ScenarioSource& source, const std::vector<std::string>& overrides) {
+  return leak_outlook(predict_over_leak_window(source, overrides));
+}
+
+bool reports_growth(const std::vector<OomPattern>& patterns) {
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [](const OomPattern& p) { return p.id == "growth_across_iterations"; });
+}
+
 void judge_fixes_for_leaks(const ScenarioSource& source, const std::vector<OomPattern>& patterns,
                            std::vector<FixOutcome>* fixes, size_t jobs) {
-  bool leak = std::any_of(patterns.begin(), patterns.end(),
-                          [](const OomPattern& p) { return p.id == "growth_across_iterations"; });
-  if (!leak) return;
+  if (!reports_growth(patterns)) return;
   std::vector<size_t> fitting;
   for (size_t i = 0; i < fixes->size(); ++i) {
     if ((*fixes)[i].valid && (*fixes)[i].fits_after) fitting.push_back(i);
@@ -66,19 +107,11 @@ void judge_fixes_for_leaks(const ScenarioSource& source, const std::vector<OomPa
   run_indexed(fitting.size(), jobs, [&](size_t k) {
     FixOutcome& fix = (*fixes)[fitting[k]];
     try {
-      Prediction p = predict_over_leak_window(source, fix.overrides);
-      GrowthJudgement growth = judge_growth(p);
-      if (!growth.grows) return;
+      std::optional<LeakOutlook> leak = judge_leak(source, fix.overrides);
+      if (!leak) return;
       fix.fits_after = false;
-      std::string end;
-      if (!p.fits) {
-        end = fmt::format("out of memory at iteration {}", p.oom_at.iteration);
-      } else {
-        double room = static_cast<double>(p.usable_bytes) - static_cast<double>(p.peak_reserved_bytes);
-        end = fmt::format("out of memory after about {:.0f} more iterations", std::floor(room / growth.bytes_per_iteration));
-      }
-      fix.cost += fmt::format("; does not stop the leak: the peak still grows by {} per iteration (iterations {}..{}), {}",
-                              byte_text(growth.bytes_per_iteration), growth.first_iteration, growth.last_iteration, end);
+      fix.leak = leak;
+      fix.cost += "; does not stop the leak: " + leak->text();
     } catch (const InputError& error) {
       // The fix loaded once already; over more iterations it can hit the schedule-size limit.
       // Unjudged is not "fits".

@@ -6,14 +6,17 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "advisor/predict.h"
-#include "advisor/whatif.h"
 #include "scenario/scenario_source.h"
 
 namespace oomcast::planner {
+
+struct FixOutcome;  // whatif.h, which includes this header
+struct OomPattern;
 
 // Iterations a leak is judged over: iterations 1, 3, 5 and 7 (the same parity, so the loop's
 // two-iteration cycle cannot pass for growth) must each peak higher than the one before.
@@ -30,6 +33,20 @@ struct GrowthJudgement {
   uint64_t first_peak = 0, last_peak = 0;
 };
 
+// Where a growing job ends: the growth, and the iteration it runs out of memory in — the one
+// the leak window itself ran out in, or, when the window fits, extrapolated from the spare
+// reserved memory at the growth per iteration.
+struct LeakOutlook {
+  GrowthJudgement growth;
+  bool out_of_memory_simulated = false;  // the simulated window itself ran out
+  int64_t oom_iteration = 0;             // 0-based, as the phase names count ("iterN/...")
+  int64_t simulated_iterations = 0;
+  // "the peak grows by 2.50 KiB per iteration (iterations 1..7): out of memory at about
+  // iteration 7899552"
+  std::string text() const;
+  std::string end_text() const;  // "out of memory at about iteration 7899552 (...)"
+};
+
 // The highest allocated peak of each iteration's phases ("iterN/...").
 std::map<int32_t, uint64_t> iteration_peaks(const Prediction& prediction);
 
@@ -44,9 +61,20 @@ bool may_grow(const Prediction& prediction);
 // The scenario loaded with `overrides`, over at least kLeakJudgedIterations iterations.
 Prediction predict_over_leak_window(const ScenarioSource& source, std::vector<std::string> overrides);
 
+// The outlook of a prediction over at least kLeakJudgedIterations iterations; none when it
+// does not grow.
+std::optional<LeakOutlook> leak_outlook(const Prediction& over_window);
+
+// The scenario loaded with `overrides`, simulated over the leak window and judged. Throws
+// InputError when that many iterations cannot be planned (the schedule-size limit).
+std::optional<LeakOutlook> judge_leak(const ScenarioSource& source, const std::vector<std::string>& overrides);
+
+// True when the doctor's patterns report growth across iterations.
+bool reports_growth(const std::vector<OomPattern>& patterns);
+
 // When `patterns` report growth, every fix that fits is simulated again over
-// kLeakJudgedIterations iterations; one that still grows is marked as not fitting, and its
-// cost says by how much it grows and after about how many iterations it would run out.
+// kLeakJudgedIterations iterations; one that still grows is marked as not fitting, carries its
+// outlook (FixOutcome::leak), and its cost says by how much it grows and when it runs out.
 void judge_fixes_for_leaks(const ScenarioSource& source, const std::vector<OomPattern>& patterns,
                            std::vector<FixOutcome>* fixes, size_t jobs);
 

@@ -30,6 +30,7 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
 
   Diagnosis d;
   d.scenario_path = source.path;
+  d.fits_simulated_iterations = baseline.fits;
   d.fits = baseline.fits;
   d.usable_bytes = baseline.usable_bytes;
   d.peak_allocated_bytes = baseline.peak_allocated_bytes;
@@ -37,7 +38,8 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
   d.oom_message = baseline.oom_message;
   d.step_seconds = baseline.step_time.step_seconds;
   report_progress(kTask, 1, kStages);
-  d.patterns = detect_patterns(source, scenario, baseline, options.jobs);
+  d.patterns = detect_patterns(source, scenario, baseline, options.jobs, &d.leak);
+  d.fits = baseline.fits && !d.leak;  // a job that grows every iteration does not fit, whatever it simulates to
   report_progress(kTask, 2, kStages);
   d.fixes = simulate_fixes(source, scenario, baseline, plan, options.jobs);
   report_progress(kTask, 3, kStages);
@@ -46,7 +48,7 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
     if (a.valid != b.valid) return a.valid;
     return a.saving_bytes() > b.saving_bytes();
   });
-  if (!baseline.fits) {
+  if (!d.fits) {
     for (const auto& fix : d.fixes) {
       if (fix.valid && fix.fits_after && !fix.alloc_conf.empty()) {
         d.recommended_alloc_conf = fix.alloc_conf;
@@ -64,10 +66,17 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
 
 std::string render_whatif_text(const Diagnosis& d) {
   std::string text = fmt::format("whatif    {}\n", d.scenario_path);
-  text += d.fits ? fmt::format("verdict   fits: peak reserved {} of {} usable\n", byte_text(d.peak_reserved_bytes),
-                               byte_text(d.usable_bytes))
-                 : fmt::format("verdict   OOM: the step needs {} reserved, {} usable\n", byte_text(d.peak_reserved_bytes),
-                               byte_text(d.usable_bytes));
+  if (d.fits) {
+    text += fmt::format("verdict   fits: peak reserved {} of {} usable\n", byte_text(d.peak_reserved_bytes),
+                        byte_text(d.usable_bytes));
+  } else if (d.fits_simulated_iterations && d.leak) {
+    text += fmt::format("verdict   grows: fits the iterations simulated (peak reserved {} of {} usable), but {}\n",
+                        byte_text(d.peak_reserved_bytes), byte_text(d.usable_bytes), d.leak->text());
+  } else {
+    text += fmt::format("verdict   OOM: the step needs {} reserved, {} usable\n", byte_text(d.peak_reserved_bytes),
+                        byte_text(d.usable_bytes));
+    if (d.leak) text += fmt::format("          and {}\n", d.leak->text());
+  }
   text += "\npatterns\n";
   if (d.patterns.empty()) text += "  none recognised\n";
   for (const auto& p : d.patterns) {
@@ -83,7 +92,7 @@ std::string render_whatif_text(const Diagnosis& d) {
     if (!f.valid) continue;
     text += fmt::format("  {:>2}  {:<62} {:>11} {:>11} {:>11}  {:>10}  {}\n", ++rank, f.title, byte_text(f.peak_reserved_before),
                         byte_text(f.peak_reserved_after), byte_text(f.saving_bytes()), step(f.step_seconds_after),
-                        f.fits_after ? "yes" : "no");
+                        f.fits_after ? "yes" : f.leak ? "grows" : "no");
     text += fmt::format("      --set {}; cost: {}\n", fmt::join(f.overrides, " --set "), f.cost);
   }
   for (const auto& f : d.fixes) {
@@ -96,8 +105,8 @@ std::string render_whatif_text(const Diagnosis& d) {
   }
   if (d.recommendation) {
     const Recommendation& r = *d.recommendation;
-    text += fmt::format("\nrecommended (fits with the least step time): {}\n  --set {}\n  peak reserved {}, step {}{}\n",
-                        r.title, fmt::join(r.overrides, " --set "), byte_text(r.peak_reserved_bytes_after),
+    text += fmt::format("\nrecommended (fits{} with the least step time): {}\n  --set {}\n  peak reserved {}, step {}{}\n",
+                        d.leak ? " and stops the growth" : "", r.title, fmt::join(r.overrides, " --set "), byte_text(r.peak_reserved_bytes_after),
                         step(r.step_seconds_after),
                         d.step_seconds > 0.0 && r.step_seconds_after > 0.0
                             ? fmt::format(" ({:+.0f}% against the scenario's {})",
@@ -110,14 +119,30 @@ std::string render_whatif_text(const Diagnosis& d) {
   return text;
 }
 
+namespace {
+
+nlohmann::ordered_json growth_json(const std::optional<LeakOutlook>& leak) {
+  if (!leak) return nullptr;
+  return {{"bytes_per_iteration", leak->growth.bytes_per_iteration},
+          {"first_iteration", leak->growth.first_iteration},
+          {"last_iteration", leak->growth.last_iteration},
+          {"oom_iteration", leak->oom_iteration},
+          {"oom_simulated", leak->out_of_memory_simulated},
+          {"text", leak->text()}};
+}
+
+}  // namespace
+
 std::string render_whatif_json(const Diagnosis& d) {
   nlohmann::ordered_json json;
   json["scenario"] = d.scenario_path;
   json["fits"] = d.fits;
+  json["fits_simulated_iterations"] = d.fits_simulated_iterations;
+  json["growth"] = growth_json(d.leak);
   json["usable_bytes"] = d.usable_bytes;
   json["peak_allocated_bytes"] = d.peak_allocated_bytes;
   json["peak_reserved_bytes"] = d.peak_reserved_bytes;
-  json["oom_message"] = d.fits ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(d.oom_message);
+  json["oom_message"] = d.fits_simulated_iterations ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(d.oom_message);
   json["patterns"] = nlohmann::ordered_json::array();
   for (const auto& p : d.patterns) {
     json["patterns"].push_back({{"id", p.id}, {"title", p.title}, {"evidence", p.evidence}, {"rule", p.rule}});
@@ -142,6 +167,7 @@ std::string render_whatif_json(const Diagnosis& d) {
     row["step_seconds_before"] = f.step_seconds_before;
     row["step_seconds_after"] = f.step_seconds_after;
     row["fits"] = f.fits_after;
+    row["growth"] = growth_json(f.leak);
     json["fixes"].push_back(std::move(row));
   }
   json["recommended_alloc_conf"] =

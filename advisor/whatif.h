@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "advisor/closed_form_fit.h"
+#include "advisor/leak_judgement.h"
 #include "advisor/predict.h"
 #include "scenario/scenario_source.h"
 #include "advisor/work_pool.h"
@@ -35,7 +36,8 @@ struct FixOutcome {
   uint64_t peak_reserved_after = 0;
   uint64_t peak_allocated_before = 0;
   uint64_t peak_allocated_after = 0;
-  bool fits_after = false;
+  bool fits_after = false;             // fits and, when the scenario leaks, stops growing
+  std::optional<LeakOutlook> leak;     // set when it fits the simulated iterations but still grows
   std::string alloc_conf;               // PYTORCH_CUDA_ALLOC_CONF for allocator fixes
   std::string cost;                     // what the change costs (recomputation, throughput)
   // One optimizer step of the same effective batch, before and after (planner/step_time.h);
@@ -43,6 +45,7 @@ struct FixOutcome {
   double step_seconds_before = 0.0;
   double step_seconds_after = 0.0;
   std::string group;                    // fixes of one group are alternatives (never combined)
+  bool leak_cause = false;              // undoes something that makes memory grow every iteration
   int64_t saving_bytes() const {
     return static_cast<int64_t>(peak_reserved_before) - static_cast<int64_t>(peak_reserved_after);
   }
@@ -64,7 +67,11 @@ struct Recommendation {
 
 struct Diagnosis {
   std::string scenario_path;
+  // Fits and does not grow: a job whose peak grows every iteration dies sooner or later, so
+  // "fits" never means "fits the iterations simulated" alone.
   bool fits = false;
+  bool fits_simulated_iterations = false;  // the scenario's own iterations fit
+  std::optional<LeakOutlook> leak;         // the scenario's growth, when it grows
   uint64_t usable_bytes = 0;
   uint64_t peak_allocated_bytes = 0;
   uint64_t peak_reserved_bytes = 0;
@@ -89,8 +96,10 @@ struct DiagnoseOptions {
 Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options = {});
 
 // Pattern detection alone (whatif_patterns.cc), given the scenario's own prediction.
+// `leak`, when given, receives the scenario's own growth outlook (none when it does not grow).
 std::vector<OomPattern> detect_patterns(const ScenarioSource& source, const Scenario& scenario,
-                                        const Prediction& baseline, size_t jobs);
+                                        const Prediction& baseline, size_t jobs,
+                                        std::optional<LeakOutlook>* leak = nullptr);
 // The fixes that apply to `scenario` (whatif_fixes.cc), simulated, unranked.
 std::vector<FixOutcome> simulate_fixes(const ScenarioSource& source, const Scenario& scenario,
                                        const Prediction& baseline, const PlannedTrace& baseline_plan, size_t jobs);
@@ -99,11 +108,12 @@ std::vector<FixOutcome> simulate_fixes(const ScenarioSource& source, const Scena
 void recommend(const ScenarioSource& source, const Scenario& scenario, Diagnosis& diagnosis, size_t jobs);
 
 std::string render_whatif_text(const Diagnosis& diagnosis);
-// {"scenario", "fits", "usable_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
+// {"scenario", "fits" (and does not grow), "fits_simulated_iterations", "growth": {bytes_per_iteration,
+//  first_iteration, last_iteration, oom_iteration, oom_simulated} or null, "usable_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
 //  "oom_message", "patterns": [{id, title, evidence, rule}], "fixes": [{id, title, overrides,
 //  valid, error, peak_reserved_before, peak_reserved_after, peak_allocated_before,
 //  peak_allocated_after, saving_bytes, fits_after, alloc_conf, cost, peak_reserved_bytes_after,
-//  step_seconds_before, step_seconds_after, fits}], "recommended_alloc_conf", "step_seconds",
+//  step_seconds_before, step_seconds_after, fits, growth}], "recommended_alloc_conf", "step_seconds",
 //  "recommendation": {fix_ids, title, overrides, peak_reserved_bytes_after, step_seconds_after,
 //  fits, world_size, sharding} or null, "recommendation_notes", "fit", "seconds"}
 std::string render_whatif_json(const Diagnosis& diagnosis);

@@ -122,6 +122,19 @@ std::vector<Candidate> candidates_for(const Scenario& s) {
   if (s.eval.enabled && !s.eval.no_grad) {
     list.push_back(make("eval_no_grad", "evaluation under torch.no_grad() (eval.no_grad: true)", {"eval.no_grad=true"},
                         "none"));
+    list.back().outcome.leak_cause = s.eval.accumulate_loss_without_item;  // the summed losses keep their graphs
+  }
+  // The loop's own leaks (../shared/docs/training-memory-model.md §10): a loss kept as a
+  // tensor keeps its graph's saved tensors (or, under no_grad, itself) alive.
+  if (s.job.job.kind == JobKind::Train && s.loop.keep_losses_across_iterations) {
+    list.push_back(make("loss_item", "log the training loss as loss.item(), not the tensor (training_loop.keep_losses_across_iterations: false)",
+                        {"training_loop.keep_losses_across_iterations=false"}, "none (one host sync per logged step)"));
+    list.back().outcome.leak_cause = true;
+  }
+  if (s.eval.enabled && s.eval.accumulate_loss_without_item) {
+    list.push_back(make("eval_loss_item", "sum evaluation losses as loss.item() (eval.accumulate_loss_without_item: false)",
+                        {"eval.accumulate_loss_without_item=false"}, "none (one host sync per evaluation batch)"));
+    list.back().outcome.leak_cause = true;
   }
   append_adapter_fixes(s, &list);  // LoRA / QLoRA (above)
   // ---- ZeRO / offload (issue 5's parallel: section) --------------------------------------

@@ -75,7 +75,7 @@ Variants simulate_variants(const ScenarioSource& source, const Scenario& s, size
 }  // namespace
 
 std::vector<OomPattern> detect_patterns(const ScenarioSource& source, const Scenario& s, const Prediction& base,
-                                        size_t jobs) {
+                                        size_t jobs, std::optional<LeakOutlook>* leak) {
   std::vector<OomPattern> patterns;
   const double usable = static_cast<double>(base.usable_bytes);
   const double peak = static_cast<double>(base.peak_allocated_bytes);
@@ -153,14 +153,20 @@ std::vector<OomPattern> detect_patterns(const ScenarioSource& source, const Scen
   // 4-iteration run shows iteration 3 above iteration 1.
   const Prediction& short_run = v.four_iterations ? *v.four_iterations : base;
   GrowthJudgement growth = judge_growth(base);
-  if (!growth.judged && may_grow(short_run)) growth = judge_growth(predict_over_leak_window(source, {}));
+  std::optional<LeakOutlook> outlook = leak_outlook(base);
+  if (!growth.judged && may_grow(short_run)) {
+    Prediction window = predict_over_leak_window(source, {});
+    growth = judge_growth(window);
+    outlook = leak_outlook(window);
+  }
+  if (leak) *leak = outlook;
   if (growth.grows) {
     patterns.push_back({"growth_across_iterations", "memory grows every iteration: something keeps tensors alive (a leak)",
                         fmt::format("the peak grows by {} per iteration ({} at iteration {}, {} at iteration {}); "
-                                    "{} more after 10,000 iterations",
+                                    "{} on {}",
                                     byte_text(growth.bytes_per_iteration), byte_text(growth.first_peak),
                                     growth.first_iteration, byte_text(growth.last_peak), growth.last_iteration,
-                                    byte_text(growth.bytes_per_iteration * 10000.0)),
+                                    outlook ? outlook->end_text() : std::string("it never settles"), s.device.display_name.empty() ? s.device.profile : s.device.display_name),
                         fmt::format("the peak rises by >= 512 bytes (one allocator block) from each of iterations "
                                     "1, 3, 5, 7 to the next (simulated over {} iterations)", kLeakJudgedIterations)});
   }

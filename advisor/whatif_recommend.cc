@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -26,9 +27,13 @@ constexpr int64_t kGpuCounts[] = {2, 4, 8, 16, 32, 64, 128, 256};
 struct Trial {
   Recommendation recommendation;
   bool valid = false;
+  std::optional<LeakOutlook> leak;  // fits the simulated iterations but still grows
+  bool leak_unjudged = false;       // the leak window could not be planned
 };
 
-void run_trial(const ScenarioSource& source, Trial& trial) {
+// Simulates the trial; when the scenario leaks, one that fits is simulated again over the
+// leak window (leak_judgement.h) and fits only if it stops growing.
+void run_trial(const ScenarioSource& source, bool judge_leaks, Trial& trial) {
   try {
     Scenario changed = source.load(trial.recommendation.overrides);
     Prediction p = predict(changed);
@@ -38,7 +43,15 @@ void run_trial(const ScenarioSource& source, Trial& trial) {
     trial.valid = true;
   } catch (const InputError&) {
     trial.valid = false;  // a combination the scenario rules reject (e.g. two precisions)
+    return;
   }
+  if (!judge_leaks || !trial.recommendation.fits) return;
+  try {
+    trial.leak = judge_leak(source, trial.recommendation.overrides);
+  } catch (const InputError&) {
+    trial.leak_unjudged = true;  // unjudged is not "fits"
+  }
+  if (trial.leak || trial.leak_unjudged) trial.recommendation.fits = false;
 }
 
 // Step times within this fraction of each other count as equal (the model is not that
@@ -103,19 +116,32 @@ std::vector<Trial> gpu_trials(const Scenario& scenario, int64_t world) {
 
 void recommend(const ScenarioSource& source, const Scenario& scenario, Diagnosis& d, size_t jobs) {
   if (d.fits) return;
+  // The fix rows are judged already (judge_fixes_for_leaks); combinations and GPU counts are
+  // judged here, so a recommendation never fits while the leak keeps growing.
+  const bool judge_leaks = reports_growth(d.patterns);
   std::optional<Recommendation> best;
+  std::optional<Trial> fastest_growing;  // fits the simulated iterations, still grows
   auto consider = [&](const Recommendation& r) {
     if (r.fits && (!best || faster(r, *best))) best = r;
   };
+  auto consider_trial = [&](const Trial& t) {
+    if (!t.valid) return;
+    consider(t.recommendation);
+    if (t.leak && (!fastest_growing || faster(t.recommendation, fastest_growing->recommendation))) fastest_growing = t;
+  };
   for (const FixOutcome& fix : d.fixes) {
-    if (fix.valid) consider(from_fix(fix));
+    if (fix.valid) consider_trial(Trial{from_fix(fix), true, fix.leak, false});
   }
+  // When the scenario leaks, the fixes that undo a cause of the growth come first: no
+  // combination without them can stop it, however much memory it saves.
+  auto leak_first = [&](const FixOutcome& fix) { return judge_leaks && fix.leak_cause; };
   std::vector<const FixOutcome*> pool;
   for (const FixOutcome& fix : d.fixes) {
     const bool faster_step = fix.step_seconds_after > 0.0 && fix.step_seconds_after < fix.step_seconds_before;
-    if (fix.valid && (fix.saving_bytes() > 0 || faster_step)) pool.push_back(&fix);
+    if (fix.valid && (fix.saving_bytes() > 0 || faster_step || leak_first(fix))) pool.push_back(&fix);
   }
-  std::stable_sort(pool.begin(), pool.end(), [](const FixOutcome* a, const FixOutcome* b) {
+  std::stable_sort(pool.begin(), pool.end(), [&](const FixOutcome* a, const FixOutcome* b) {
+    if (leak_first(*a) != leak_first(*b)) return leak_first(*a);
     return a->step_seconds_after < b->step_seconds_after;
   });
   if (pool.size() > kCombinationPool) pool.resize(kCombinationPool);
@@ -123,40 +149,46 @@ void recommend(const ScenarioSource& source, const Scenario& scenario, Diagnosis
   for (size_t i = 0; i < pool.size(); ++i) {
     for (size_t j = i + 1; j < pool.size(); ++j) {
       if (pool[i]->group == pool[j]->group) continue;
-      trials.push_back(Trial{combine({pool[i], pool[j]}), false});
+      trials.push_back(Trial{combine({pool[i], pool[j]}), false, std::nullopt, false});
       for (size_t k = j + 1; k < pool.size(); ++k) {
         if (pool[k]->group == pool[i]->group || pool[k]->group == pool[j]->group) continue;
-        trials.push_back(Trial{combine({pool[i], pool[j], pool[k]}), false});
+        trials.push_back(Trial{combine({pool[i], pool[j], pool[k]}), false, std::nullopt, false});
       }
     }
   }
-  run_indexed(trials.size(), jobs, [&](size_t i) { run_trial(source, trials[i]); });
-  for (const Trial& t : trials) {
-    if (t.valid) consider(t.recommendation);
-  }
+  run_indexed(trials.size(), jobs, [&](size_t i) { run_trial(source, judge_leaks, trials[i]); });
+  for (const Trial& t : trials) consider_trial(t);
   if (best) {
     d.recommendation = best;
     return;
   }
+  auto note_growth = [&] {
+    if (!fastest_growing) return;
+    d.recommendation_notes.push_back(fmt::format(
+        "the fastest change that fits the iterations simulated, {}, does not stop the leak: {}",
+        fastest_growing->recommendation.title, fastest_growing->leak->text()));
+  };
   // Nothing fits on these GPUs: more of them, sharded.
-  if (scenario.device.is_cpu || scenario.job.job.kind != JobKind::Train) return;
+  if (scenario.device.is_cpu || scenario.job.job.kind != JobKind::Train) {
+    note_growth();
+    return;
+  }
   const int64_t current = scenario.parallel.enabled() ? scenario.parallel.world_size : 1;
   int64_t tried = current;
   for (int64_t world : kGpuCounts) {
     if (world <= current) continue;
     std::vector<Trial> gpus = gpu_trials(scenario, world);
-    run_indexed(gpus.size(), jobs, [&](size_t i) { run_trial(source, gpus[i]); });
+    run_indexed(gpus.size(), jobs, [&](size_t i) { run_trial(source, judge_leaks, gpus[i]); });
     tried = world;
-    for (const Trial& t : gpus) {
-      if (t.valid) consider(t.recommendation);
-    }
+    for (const Trial& t : gpus) consider_trial(t);
     if (best) {
       d.recommendation = best;
       return;
     }
   }
+  note_growth();
   d.recommendation_notes.push_back(fmt::format(
-      "no fix or combination of up to three fits, nor {} GPUs with {}", tried,
+      "no fix or combination of up to three fits{}, nor {} GPUs with {}", judge_leaks ? " and stops the growth" : "", tried,
       scenario.parallel.enabled() ? "the scenario's sharding" : "FSDP FULL_SHARD or DeepSpeed ZeRO-2/3"));
 }
 
