@@ -75,7 +75,9 @@ ModelConfig load_hf_config(const std::string& path) {
   }
   ModelConfig model;
   model.source = path;
-  model.name = std::filesystem::path(path).parent_path().filename().string();
+  // The model folder's name, as from_pretrained's argument names it; a config.json given by a
+  // bare or "./" path is named by the folder it sits in, not "" or ".".
+  model.name = std::filesystem::absolute(path).lexically_normal().parent_path().filename().string();
   if (model.name.empty()) model.name = "hf-model";
   hf::HfConfigFields fields(config, path);
   reader->read(fields, model);

@@ -152,6 +152,10 @@ LoraConfig read_lora(const YamlNode& node) {
 TrainableConfig read_training(const YamlNode& node, const Scenario& scenario) {
   TrainableConfig config;
   if (node.is_missing()) return config;
+  // PEFT users write the adapter where they think of it; say where it goes.
+  if (!node.child("lora").is_missing()) {
+    node.child("lora").fail("'training.lora': LoRA goes under 'training.trainable', as in training: {trainable: {lora: {r: 16, ...}}}");
+  }
   node.reject_unknown_keys({"trainable", "freeze", "input_require_grads", "master_weights"});
   YamlNode trainable = node.child("trainable");
   if (trainable.is_scalar()) {

@@ -41,6 +41,11 @@ TEST_CASE("holding a loss that the job does not compute is an error at the key",
              Catch::Contains("s.yaml:4") && Catch::Contains("job.held_outputs"));
 }
 
+TEST_CASE("lora written directly under training says it goes under training.trainable", "[scenario][jobs]") {
+  CHECK_THAT(load_error("training: {lora: {r: 16, target_modules: [c_attn]}}\n"),
+             Catch::Contains("s.yaml:4") && Catch::Contains("training.lora") && Catch::Contains("training.trainable"));
+}
+
 TEST_CASE("LoRA needs target_modules and reads PEFT's names", "[scenario][jobs]") {
   CHECK_THAT(load_error("training: {trainable: {lora: {r: 8}}}\n"), Catch::Contains("target_modules"));
   Scenario s = load("training: {trainable: {lora: {r: 16, lora_alpha: 32, lora_dropout: 0.05, target_modules: [c_attn]}}}\n");

@@ -22,6 +22,7 @@
 #include "scenario/model_catalog.h"
 #include "scenario/cuda_graphs_config_loader.h"
 #include "scenario/moe_config.h"
+#include "scenario/not_a_scenario.h"
 #include "scenario/parallel_config_loader.h"
 #include "scenario/size_limits.h"
 #include "scenario/yaml_reader.h"
@@ -499,6 +500,7 @@ Scenario read_scenario(const YamlDocument& document) {
                                 std::string(root.is_sequence() ? "a list" : root.is_scalar() ? "one value" : "nothing"));
   std::vector<std::string> top_level_keys = kTopLevelKeys;
   top_level_keys.insert(top_level_keys.end(), job_section_keys().begin(), job_section_keys().end());
+  reject_model_file_given_as_scenario(root, document.path());
   root.reject_unknown_keys(top_level_keys);
 
   Scenario scenario;

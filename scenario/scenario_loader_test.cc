@@ -96,6 +96,17 @@ TEST_CASE("a misspelt top-level key is an error with file, line, column and did-
         "s.yaml:2:1: error: unknown key 'batch_szie' in scenario (did you mean 'batch_size'?)");
 }
 
+TEST_CASE("a Hugging Face config.json given as the scenario says to name it as the model", "[planner][scenario]") {
+  CHECK_THAT(error_of([] { load_scenario_text("{\"model_type\": \"llama\", \"hidden_size\": 64}", "config.json"); }),
+             Catch::Contains("config.json:1") && Catch::Contains("not a scenario") && Catch::Contains("model: config.json"));
+}
+
+TEST_CASE("a graph file given as the scenario says to name it as the model", "[planner][scenario]") {
+  CHECK_THAT(error_of([] { load_scenario_text("oomcast_graph: 1\nname: mine\n", "mine.graph.yaml"); }),
+             Catch::Contains("mine.graph.yaml:1") && Catch::Contains("not a scenario") &&
+                 Catch::Contains("model: mine.graph.yaml"));
+}
+
 TEST_CASE("a word where batch_size needs an integer is a type error", "[planner][scenario]") {
   CHECK(load_error("model: gpt2\nbatch_size: eight\nseq_len: 128\n") ==
         "s.yaml:2:13: error: 'batch_size' must be an integer, got 'eight'");
