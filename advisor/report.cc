@@ -111,32 +111,62 @@ std::string device_used_line(const Prediction& prediction) {
                      nccl > 0 ? " + NCCL buffers " + mib(static_cast<double>(nccl)) : "");
 }
 
+// A long run (a generation's hundreds of decode steps) would print hundreds of rows: the table
+// keeps its head, its tail and the phases of the highest peaks, and says how many it left out.
+constexpr size_t kMaxTableRows = 40;
+constexpr size_t kHeadRows = 16;
+constexpr size_t kTailRows = 8;
+
+std::vector<bool> shown_phases(const std::vector<PhaseRow>& phases, size_t listed) {
+  std::vector<bool> shown(listed, listed <= kMaxTableRows);
+  if (listed <= kMaxTableRows) return shown;
+  for (size_t i = 0; i < kHeadRows; ++i) shown[i] = true;
+  for (size_t i = listed - kTailRows; i < listed; ++i) shown[i] = true;
+  size_t highest_allocated = 0, highest_reserved = 0;
+  for (size_t i = 0; i < listed; ++i) {
+    if (phases[i].peak_allocated_bytes > phases[highest_allocated].peak_allocated_bytes) highest_allocated = i;
+    if (phases[i].reserved_bytes > phases[highest_reserved].reserved_bytes) highest_reserved = i;
+  }
+  shown[highest_allocated] = shown[highest_reserved] = true;
+  return shown;
+}
+
 std::string phase_table(const Prediction& prediction) {
   if (prediction.phases.empty()) return "";
   size_t width = 10;
   for (const auto& row : prediction.phases) width = std::max(width, std::min<size_t>(row.name.size(), 48));
   std::string text = fmt::format("{:<{}}  {:>14}  {:>10}  {:>13}  {:>10}\n", "checkpoint", width,
                                  "allocated MiB", "delta", "reserved MiB", "peak MiB");
-  double previous = 0.0;
   const SteadyStateNote& steady = prediction.steady_state;
-  bool noted = false;
-  for (const auto& row : prediction.phases) {
+  // Extrapolated rows repeat the steady iteration's: one line stands for them.
+  size_t listed = prediction.phases.size();
+  for (size_t i = 0; i < prediction.phases.size(); ++i) {
+    const PhaseRow& row = prediction.phases[i];
     if (steady.extrapolated && row.iteration >= steady.planned_iterations && row.name.rfind("iter", 0) == 0) {
-      // Extrapolated rows repeat the steady iteration's: one line stands for them.
-      if (!noted) {
-        text += fmt::format("iter{}..iter{}: each repeats the iteration {} before it {} (steady state; "
-                            "extrapolated)\n",
-                            steady.planned_iterations, steady.iterations - 1, steady.period,
-                            steady.exact ? "exactly" : "approximately");
-      }
-      noted = true;
+      listed = i;
+      break;
+    }
+  }
+  const std::vector<bool> shown = shown_phases(prediction.phases, listed);
+  size_t skipped = 0;
+  for (size_t i = 0; i < listed; ++i) {
+    if (!shown[i]) {
+      ++skipped;
       continue;
     }
+    if (skipped > 0) text += fmt::format("... {} phases not shown (--json lists every phase)\n", skipped);
+    skipped = 0;
+    const PhaseRow& row = prediction.phases[i];
     double allocated = static_cast<double>(row.allocated_bytes) / kMiB;
+    double previous = i == 0 ? 0.0 : static_cast<double>(prediction.phases[i - 1].allocated_bytes) / kMiB;
     text += fmt::format("{:<{}}  {:>14.1f}  {:>+10.1f}  {:>13.1f}  {:>10.1f}\n", row.name, width, allocated,
                         allocated - previous, static_cast<double>(row.reserved_bytes) / kMiB,
                         static_cast<double>(row.peak_allocated_bytes) / kMiB);
-    previous = allocated;
+  }
+  if (listed < prediction.phases.size()) {
+    text += fmt::format("iter{}..iter{}: each repeats the iteration {} before it {} (steady state; extrapolated)\n",
+                        steady.planned_iterations, steady.iterations - 1, steady.period,
+                        steady.exact ? "exactly" : "approximately");
   }
   return text;
 }

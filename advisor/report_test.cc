@@ -48,6 +48,24 @@ TEST_CASE("the text report contains the verdict, the phase table, the peak and t
   CHECK(text.find("124,439,808 parameters") != std::string::npos);
 }
 
+TEST_CASE("a run of hundreds of phases prints the table's head, tail and highest peak, and counts the rest",
+          "[planner][report]") {
+  Prediction p = fitting_prediction();
+  p.phases.clear();
+  for (int i = 0; i < 200; ++i) {
+    sim::Bytes peak = (i == 100 ? 9ull : 5ull) << 30;
+    p.phases.push_back({"iter" + std::to_string(i) + "/decode", i, 1ull << 30, 2ull << 30, peak, peak});
+  }
+  std::string text = render_text(p);
+  CHECK(text.find("iter0/decode") != std::string::npos);
+  CHECK(text.find("iter199/decode") != std::string::npos);
+  CHECK(text.find("iter100/decode") != std::string::npos);  // the highest peak is kept
+  CHECK(text.find("iter50/decode") == std::string::npos);
+  // 16 head rows, the peak's row and 8 tail rows: 175 left out, in two gaps (84 and 91).
+  CHECK(text.find("... 84 phases not shown") != std::string::npos);
+  CHECK(text.find("... 91 phases not shown") != std::string::npos);
+}
+
 TEST_CASE("an OOM report prints PyTorch's exact error text", "[planner][report]") {
   Prediction p = fitting_prediction();
   p.fits = false;

@@ -527,8 +527,15 @@ Scenario read_scenario(const YamlDocument& document) {
   } else {
     if (!image_size.is_missing()) image_size.fail("model '" + model.name + "' takes 'seq_len', not 'image_size'");
     const bool seq_len_optional = model.family == "mlp" || model.graph;  // a graph file has a default
-    scenario.seq_len = seq_len_optional ? root.integer_or("seq_len", families::default_sequence_length(model), 1, kMaxSeqLen)
-                                        : seq_len.as_integer(1, kMaxSeqLen);
+    // A generate job's prompt_len stands for seq_len (the prompt) when seq_len is not given.
+    const YamlNode job = root.child("job");
+    const YamlNode prompt_len = job.is_map() ? job.child("prompt_len") : seq_len;
+    if (seq_len.is_missing() && !prompt_len.is_missing()) {
+      scenario.seq_len = prompt_len.as_integer(1, kMaxSeqLen);
+    } else {
+      scenario.seq_len = seq_len_optional ? root.integer_or("seq_len", families::default_sequence_length(model), 1, kMaxSeqLen)
+                                          : seq_len.as_integer(1, kMaxSeqLen);
+    }
     // Learned position tables (GPT-2, BERT) have no row past max_positions; RoPE models do not stop there.
     if (model.family == "gpt2" || model.family == "bert") {
       int64_t max_positions = families::dim(model, "max_positions");

@@ -107,6 +107,14 @@ TEST_CASE("a graph file given as the scenario says to name it as the model", "[p
                  Catch::Contains("model: mine.graph.yaml"));
 }
 
+TEST_CASE("a generate job without seq_len takes its prompt_len as the sequence", "[planner][scenario]") {
+  Scenario s = load_scenario_text("model: gpt2-tiny\nbatch_size: 2\njob: {kind: generate, prompt_len: 48, new_tokens: 4}\n",
+                                  "s.yaml");
+  CHECK(s.seq_len == 48);
+  CHECK_THAT(error_of([] { load_scenario_text("model: gpt2-tiny\nbatch_size: 2\njob: inference\n", "s.yaml"); }),
+             Catch::Contains("seq_len"));
+}
+
 TEST_CASE("a word where batch_size needs an integer is a type error", "[planner][scenario]") {
   CHECK(load_error("model: gpt2\nbatch_size: eight\nseq_len: 128\n") ==
         "s.yaml:2:13: error: 'batch_size' must be an integer, got 'eight'");
