@@ -7,6 +7,7 @@
 
 #include "advisor/byte_text.h"
 #include "advisor/report.h"
+#include "scenario/model_families.h"
 #include "scenario/scenario_loader.h"
 #include "sim/replay.h"
 
@@ -48,7 +49,7 @@ std::vector<std::pair<std::string, std::string>> scenario_facts(const Scenario& 
   facts.emplace_back("model", fmt::format("{} ({} family, {} parameters)", s.model.name, s.model.family,
                                           prediction.parameters));
   facts.emplace_back("batch", fmt::format("{} × {} {}, grad_accum {}, {}", s.batch_size,
-                                          s.model.family == "vit" || s.model.family == "resnet" ? "image_size" : "seq_len",
+                                          families::is_vision(s.model) ? "image_size" : "seq_len",
                                           s.seq_len, s.grad_accum_steps, precision_name(s.precision)));
   facts.emplace_back("training", fmt::format("{} ({}), checkpointing {}, {} iterations",
                                              optimizer_type_name(s.optimizer.type), optimizer_impl_name(s.optimizer.impl),

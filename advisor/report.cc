@@ -14,6 +14,7 @@
 #include "advisor/parallel_report.h"
 #include "advisor/step_time_report.h"
 #include "advisor/terminal_timeline.h"
+#include "scenario/model_families.h"
 #include "scenario/scenario_loader.h"
 
 namespace oomcast::planner {
@@ -50,9 +51,9 @@ std::string header(const Prediction& prediction) {
   text += fmt::format("scenario  {}\n", s.source_path);
   text += fmt::format("model     {} ({} family, {} parameters)\n", s.model.name, s.model.family,
                       with_thousands(prediction.parameters));
-  bool has_attention = s.model.family != "resnet" && s.model.family != "mlp";
+  bool has_attention = families::uses_attention_setting(s.model);
   text += fmt::format("batch     {} x {} {}, grad_accum {}, {}{}, dropout {}\n", s.batch_size,
-                      s.model.family == "vit" || s.model.family == "resnet" ? "image_size" : "seq_len", s.seq_len,
+                      families::is_vision(s.model) ? "image_size" : "seq_len", s.seq_len,
                       s.grad_accum_steps, precision_name(s.precision),
                       has_attention ? fmt::format(", {} attention", attention_name(s.attention)) : "", s.dropout);
   std::string checkpointing = checkpoint_mode_name(s.checkpointing.mode);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scenario/device_profiles.h"
+#include "scenario/graph_file.h"
 
 namespace oomcast::planner {
 namespace {
@@ -64,6 +65,18 @@ TEST_CASE("a run of hundreds of phases prints the table's head, tail and highest
   // 16 head rows, the peak's row and 8 tail rows: 175 left out, in two gaps (84 and 91).
   CHECK(text.find("... 84 phases not shown") != std::string::npos);
   CHECK(text.find("... 91 phases not shown") != std::string::npos);
+}
+
+TEST_CASE("the header of a graph-file CNN names image_size and no attention kernel", "[planner][report]") {
+  Prediction p = fitting_prediction();
+  auto graph = std::make_shared<GraphFile>();
+  graph->image_size = true;  // no attention op in its forward
+  p.scenario.model.graph = graph;
+  p.scenario.model.family = "graph";
+  p.scenario.seq_len = 64;
+  std::string text = render_text(p);
+  CHECK(text.find("image_size 64") != std::string::npos);
+  CHECK(text.find("attention") == std::string::npos);
 }
 
 TEST_CASE("an OOM report prints PyTorch's exact error text", "[planner][report]") {

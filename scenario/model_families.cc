@@ -1,8 +1,11 @@
 // The table of model families and the dimensions each one reads.
 #include "scenario/model_families.h"
 
+#include <algorithm>
+
 #include "base/input_error.h"
 #include "scenario/graph_file.h"
+#include "scenario/graph_op_table.h"
 
 namespace oomcast::planner::families {
 
@@ -136,6 +139,22 @@ bool option_enabled(const ModelConfig& model, const std::string& name, bool defa
 bool is_vision(const ModelConfig& model) {
   if (model.graph) return model.graph->image_size;
   return model.family == "vit" || model.family == "resnet";
+}
+
+namespace {
+
+bool has_attention_op(const std::vector<graph::Statement>& statements) {
+  return std::any_of(statements.begin(), statements.end(), [](const graph::Statement& statement) {
+    if (statement.kind == graph::Statement::Kind::Op) return statement.op && statement.op->id == graph::CatalogueOp::Attention;
+    return has_attention_op(statement.body);
+  });
+}
+
+}  // namespace
+
+bool uses_attention_setting(const ModelConfig& model) {
+  if (model.graph) return has_attention_op(model.graph->forward);
+  return model.family != "resnet" && model.family != "mlp";
 }
 
 int64_t default_sequence_length(const ModelConfig& model) {

@@ -50,5 +50,8 @@ bool option_enabled(const ModelConfig& model, const std::string& name, bool defa
 int64_t default_sequence_length(const ModelConfig& model);
 // True for families whose inputs are images (seq_len means image size).
 bool is_vision(const ModelConfig& model);
+// True when the scenario's `attention:` choice reaches the model: a family with attention, or a
+// graph file with a catalogue `attention` op (a CNN or a bare MLP has none to choose).
+bool uses_attention_setting(const ModelConfig& model);
 
 }  // namespace oomcast::planner::families
