@@ -38,9 +38,18 @@ class BlockPool {
   UnmappedSet& unmapped() { return unmapped_; }
   const UnmappedSet& unmapped() const { return unmapped_; }
 
-  // Adds a free block, stamping its age for garbage collection.
-  void insert(Block* block);
-  void erase(Block* block);
+  // Adds a free block, stamping its age for garbage collection. (Inline: once per malloc
+  // and free on the replay's hot path.)
+  void insert(Block* block) {
+    block->gc_count_base = get_free_blocks_call_count;
+    blocks_.insert(block);
+    block->in_pool = true;
+  }
+  void erase(Block* block) {
+    if (!block->in_pool) return;
+    blocks_.erase(block);
+    block->in_pool = false;
+  }
 
   // The best fit: the first free block at or after (stream, size, address 0) that is on
   // `stream`, or nullptr.

@@ -62,10 +62,10 @@ Block* CachingAllocator::malloc(uint64_t requested, uint64_t stream) {
   }
   uint64_t size = round_size(requested, config_);
   BlockPool& pool = pool_for(size, stream);
-  uint64_t alloc_size = get_allocation_size(size);
 
   Block* block = get_free_block(pool, stream, size);
   if (!block) {
+    uint64_t alloc_size = get_allocation_size(size);
     if (garbage_collection_active()) garbage_collect_cached_blocks();
     block = alloc_block(pool, stream, size, alloc_size, false);
     if (!block && release_available_cached_blocks(pool, stream, size))
@@ -367,13 +367,10 @@ std::vector<Block*> CachingAllocator::restore_segment(uint64_t address, uint64_t
 }
 
 void CachingAllocator::reset_peak_stats() {
-  auto reset = [](StatArray& array) {
-    for (Stat& stat : array.slots) stat.peak = stat.current;
-  };
   for (StatArray* array : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
                            &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
                            &stats_.inactive_split_bytes, &stats_.requested_bytes})
-    reset(*array);
+    array->reset_peaks();
   stats_.oversize_allocations.peak = stats_.oversize_allocations.current;
   stats_.oversize_segments.peak = stats_.oversize_segments.current;
 }

@@ -22,8 +22,7 @@ uint32_t FreeBlockIndex::bin_of(uint64_t size) {
   return (log - 3) * kSubBins + sub;
 }
 
-FreeBlockIndex::StreamBins* FreeBlockIndex::find_stream(uint64_t stream) const {
-  if (last_used_ && last_used_->stream == stream) return last_used_;
+FreeBlockIndex::StreamBins* FreeBlockIndex::find_other_stream(uint64_t stream) const {
   size_t rank = stream_rank(stream);
   if (rank == streams_.size() || streams_[rank]->stream != stream) return nullptr;
   last_used_ = streams_[rank].get();
@@ -71,21 +70,24 @@ void FreeBlockIndex::insert(Block* block) {
   }
   uint32_t bin = bin_of(block->size);
   std::vector<Entry>& entries = bins->bins[bin];
-  Entry entry{block->size, block->address, block};
-  auto at = entries.end();
-  // Most bins hold a few blocks and most inserts land at the end; scan back from there.
-  while (at != entries.begin()) {
-    const Entry& before = *(at - 1);
-    if (before.size < entry.size || (before.size == entry.size && before.address < entry.address)) break;
+  const Entry entry{block->size, block->address, block};
+  // Most bins hold a few blocks and most inserts land near the end: an insertion-sort step
+  // from the back, which moves each entry it passes as it compares; a long way in, a binary
+  // search and one move.
+  entries.push_back(entry);
+  Entry* first = entries.data();
+  Entry* at = first + entries.size() - 1;
+  Entry* stop = at - std::min<std::ptrdiff_t>(at - first, static_cast<std::ptrdiff_t>(kLinearScan));
+  while (at != stop && entry_less(entry, *(at - 1))) {
+    *at = *(at - 1);
     --at;
-    if (entries.end() - at > 8) {
-      at = std::lower_bound(entries.begin(), entries.end(), entry, [](const Entry& a, const Entry& b) {
-        return a.size != b.size ? a.size < b.size : a.address < b.address;
-      });
-      break;
-    }
   }
-  entries.insert(at, entry);
+  if (at == stop && at != first && entry_less(entry, *(at - 1))) {
+    Entry* found = std::upper_bound(first, at, entry, entry_less);
+    std::move_backward(found, at, at + 1);
+    at = found;
+  }
+  *at = entry;
   bins->bin_bits[bin / kSubBins] = static_cast<uint16_t>(bins->bin_bits[bin / kSubBins] | (1u << (bin % kSubBins)));
   bins->level_bits |= 1ull << (bin / kSubBins);
   bins->count += 1;
@@ -96,11 +98,16 @@ void FreeBlockIndex::erase(const Block* block) {
   StreamBins* bins = find_stream(block->stream);
   uint32_t bin = bin_of(block->size);
   std::vector<Entry>& entries = bins->bins[bin];
-  auto at = std::lower_bound(entries.begin(), entries.end(), Entry{block->size, block->address, nullptr},
-                             [](const Entry& a, const Entry& b) {
-                               return a.size != b.size ? a.size < b.size : a.address < b.address;
-                             });
-  entries.erase(at);
+  Entry* first = entries.data();
+  Entry* last = first + entries.size();
+  Entry* at = first;
+  if (entries.size() <= kLinearScan) {
+    while (at->block != block) ++at;
+  } else {
+    at = std::lower_bound(first, last, Entry{block->size, block->address, nullptr}, entry_less);
+  }
+  for (Entry* next = at + 1; next != last; ++next) *(next - 1) = *next;
+  entries.pop_back();
   if (entries.empty()) {
     uint32_t level = bin / kSubBins;
     bins->bin_bits[level] = static_cast<uint16_t>(bins->bin_bits[level] & ~(1u << (bin % kSubBins)));
@@ -116,7 +123,7 @@ Block* FreeBlockIndex::lower_bound(uint64_t stream, uint64_t size) const {
   uint32_t bin = bin_of(size);
   const std::vector<Entry>& entries = bins->bins[bin];
   if (!entries.empty() && entries.back().size >= size) {
-    if (entries.size() <= 8) {
+    if (entries.size() <= kLinearScan) {
       for (const Entry& entry : entries)
         if (entry.size >= size) return entry.block;
     }
@@ -165,10 +172,7 @@ FreeBlockIndex::Position FreeBlockIndex::locate(const Block* block) const {
   const StreamBins* bins = find_stream(block->stream);
   uint32_t bin = bin_of(block->size);
   const std::vector<Entry>& entries = bins->bins[bin];
-  auto at = std::lower_bound(entries.begin(), entries.end(), Entry{block->size, block->address, nullptr},
-                             [](const Entry& a, const Entry& b) {
-                               return a.size != b.size ? a.size < b.size : a.address < b.address;
-                             });
+  auto at = std::lower_bound(entries.begin(), entries.end(), Entry{block->size, block->address, nullptr}, entry_less);
   return Position{bins, bin, static_cast<size_t>(at - entries.begin())};
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -49,6 +50,11 @@ class FreeBlockIndex {
     uint64_t address;
     Block* block;
   };
+  static bool entry_less(const Entry& a, const Entry& b) {
+    return a.size != b.size ? a.size < b.size : a.address < b.address;
+  }
+  // Bins up to this long are searched linearly (a few cache lines, no mispredicted halving).
+  static constexpr size_t kLinearScan = 8;
   static constexpr uint32_t kSubBins = 16;
   static constexpr uint32_t kLevels = 56;
   static constexpr uint32_t kBins = kLevels * kSubBins;
@@ -65,7 +71,13 @@ class FreeBlockIndex {
     size_t index = 0;
   };
 
-  StreamBins* find_stream(uint64_t stream) const;
+  // Almost every call names the stream of the call before (one stream, or one at a time).
+  StreamBins* find_stream(uint64_t stream) const {
+    if (last_used_ && last_used_->stream == stream) [[likely]]
+      return last_used_;
+    return find_other_stream(stream);
+  }
+  StreamBins* find_other_stream(uint64_t stream) const;
   size_t stream_rank(uint64_t stream) const;  // index of the first stream >= `stream`
   // The first non-empty bin > `bin` (UINT32_MAX if none), the last non-empty bin < `bin`.
   static uint32_t next_bin(const StreamBins& bins, uint32_t bin);

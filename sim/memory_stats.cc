@@ -12,8 +12,9 @@ void add_stat(std::map<std::string, int64_t>& out, const std::string& prefix, co
 }
 
 void add_array(std::map<std::string, int64_t>& out, const std::string& name, const StatArray& array) {
-  static const char* const kSlotNames[] = {"all", "small_pool", "large_pool"};
-  for (int i = 0; i < 3; ++i) add_stat(out, name + "." + kSlotNames[i], array.slots[static_cast<size_t>(i)]);
+  add_stat(out, name + ".all", array.all());
+  add_stat(out, name + ".small_pool", array.pool(true));
+  add_stat(out, name + ".large_pool", array.pool(false));
 }
 
 }  // namespace

@@ -31,6 +31,35 @@ Block failed_block;      // an allocation that hit OOM when replay goes on past 
 
 }  // namespace
 
+// A free touches three things nothing else brought into cache: its slot's entry (slots are
+// handed out in trace order, so an old tensor's entry is far from the recent ones), its
+// block, and the block's neighbours, which the merge reads. Each is fetched a few events
+// before it is needed, one stage per level of indirection, so the replay does not wait on
+// memory; every stage reads only what the stage before it fetched. A stale entry (the slot
+// changes before its event) costs one useless prefetch: blocks are never returned to the
+// heap while the replayer lives, so any pointer in the table is still readable.
+void Replayer::prefetch_free_ahead(const Event* now) const {
+  auto is_free = [](const Event& event) {
+    return event.kind == EventKind::Free || event.kind == EventKind::FreeRequested || event.kind == EventKind::FreeCompleted;
+  };
+  auto entry_of = [this](const Event& event) -> Block* const* {
+    return event.slot < slots_.size() ? &slots_[event.slot] : nullptr;
+  };
+  const Event& far = now[kPrefetchSlot];
+  if (is_free(far))
+    if (Block* const* entry = entry_of(far)) __builtin_prefetch(entry);
+  const Event& middle = now[kPrefetchBlock];
+  if (is_free(middle))
+    if (Block* const* entry = entry_of(middle); entry && *entry) __builtin_prefetch(*entry);
+  const Event& near = now[kPrefetchNeighbours];
+  if (is_free(near))
+    if (Block* const* entry = entry_of(near); entry && *entry) {
+      const Block* block = *entry;
+      if (block->prev) __builtin_prefetch(block->prev);
+      if (block->next) __builtin_prefetch(block->next);
+    }
+}
+
 Replayer::GraphState* Replayer::find_graph(uint32_t name) {
   for (auto& [graph, state] : graphs_)
     if (graph == name) return &state;
@@ -128,8 +157,10 @@ ReplayResult Replayer::run(const Trace& trace) {
 
   size_t index = 0;
   constexpr size_t kProgressEvery = size_t{1} << 16;  // events between progress reports
-  for (; index < trace.events.size(); ++index) {
-    if (index % kProgressEvery == 0) report_progress("replaying events", index, trace.events.size());
+  const size_t event_count = trace.events.size();
+  for (; index < event_count; ++index) {
+    if (index % kProgressEvery == 0) report_progress("replaying events", index, event_count);
+    if (index + kPrefetchSlot < event_count) prefetch_free_ahead(trace.events.data() + index);
     const Event& event = trace.events[index];
     allocator.current_event = index;
     switch (event.kind) {

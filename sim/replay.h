@@ -120,6 +120,12 @@ class Replayer {
   void end_capture(const Trace& trace, size_t index);
   void release_graph(const Trace& trace, size_t index);
   GraphState* find_graph(uint32_t name);
+  // Prefetches, for the frees a few events after `now`, their slot entry, block and
+  // neighbours (replay.cc). Requires: now + kPrefetchSlot is inside the trace.
+  static constexpr size_t kPrefetchSlot = 12;
+  static constexpr size_t kPrefetchBlock = 8;
+  static constexpr size_t kPrefetchNeighbours = 4;
+  void prefetch_free_ahead(const Event* now) const;
   std::function<void(size_t)> callback_;
 };
 
