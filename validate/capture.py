@@ -24,12 +24,23 @@ _ENV_MARK = "OOMCAST_CAPTURE_HOOK"
 
 # ---------------------------------------------------------------- the hook library
 
+def libc_tag():
+    """The C library this python runs on ("glibc-2.36"): the hook is built per C library, so a
+    chroot with a newer glibc (scripts/torch2-python) never preloads a hook the host built, nor
+    the host one the chroot built, when both share the repo and the test output folders."""
+    try:
+        version = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError, AttributeError):
+        version = ""
+    return version.replace(" ", "-") or "libc-unknown"
+
+
 def hook_library(survey):
-    """Path of the built hook (validate/build, or a temporary directory when that is not
+    """Path of the built hook (validate/build/<libc>, or a temporary directory when that is not
     writable); builds it when missing or older than alloc_hook.c."""
     name = "alloc_hook_survey.so" if survey else "alloc_hook.so"
     src = os.path.join(HERE, "alloc_hook.c")
-    dirs = [d for d in (os.environ.get("OOMCAST_HOOK_DIR"), os.path.join(HERE, "build")) if d]
+    dirs = [os.path.join(d, libc_tag()) for d in (os.environ.get("OOMCAST_HOOK_DIR"), os.path.join(HERE, "build")) if d]
     for out in dirs + [None]:
         if out is None:
             out = tempfile.mkdtemp(prefix="oomcast-hook-")

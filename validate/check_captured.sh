@@ -24,4 +24,7 @@ if "$oomcast" plan "$dir/$name.yaml" 2>&1 | grep -q "unknown key 'oomcast_graph'
   exit 77
 fi
 OOMCAST_HOOK_DIR="$dir/hook" "$python" "$here/capture.py" "$dir/$name.yaml" -o "$dir/$name.trace" -q || exit 2
-exec "$oomcast" compare "$dir/$name.yaml" "$dir/$name.trace" --tolerance "$tolerance"
+# The prediction follows the torch that ran the capture (the scenarios name 1.13, Debian's; under
+# scripts/torch2-python it is 2.6): the planner's version-dependent rules then match the capture.
+release=$("$python" -c 'import torch; print(".".join(torch.__version__.split("+")[0].split(".")[:2]))') || exit 2
+exec "$oomcast" compare "$dir/$name.yaml" "$dir/$name.trace" --tolerance "$tolerance" --set "allocator.torch_version=$release"
