@@ -95,8 +95,18 @@ def _named_tensors(prefix, x):
     return out
 
 
+def import_lazy_torch_modules():
+    """torch 2.x imports torch._dynamo lazily, from inside torch.optim.Optimizer.__init__ (its
+    _disable_dynamo wrapper); the import runs tensor ops at module level, which under the
+    Recorder would be recorded as the model's (and read values). Importing it first keeps the
+    recording to the user's code. torch 1.13 has no torch._dynamo."""
+    if importlib.util.find_spec("torch._dynamo") is not None:
+        importlib.import_module("torch._dynamo")
+
+
 def record(user, path, sizes, run_optimizer=True):
     """One recorded training step at `sizes`; returns the Recording."""
+    import_lazy_torch_modules()
     rec = Recording()
     mode = Recorder(rec)
     torch.manual_seed(0)

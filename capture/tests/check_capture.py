@@ -246,8 +246,11 @@ def plan_peak(oomcast, scenario):
 
 def check_preset(preset, oomcast):
     """A validate/models.py family built from a preset's dims, captured, plans with the same
-    peak as the preset (cpu device, torch 1.13 rules, fp32 and amp_bf16) within 0.5%."""
+    peak as the preset (cpu device, fp32 and amp_bf16) within 0.5%. Both are planned with the
+    rules of the torch running the capture (1.13 or 2.x), since the graph records what it ran."""
+    import torch
     import yaml
+    release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
     with open(os.path.join(os.path.dirname(CAPTURE), "models", preset + ".yaml")) as f:
         family = yaml.safe_load(f)["family"]
     size = {"resnet": "image_size: 64\n", "vit": "", "mlp": ""}.get(family, "seq_len: 64\n")
@@ -265,7 +268,7 @@ def check_preset(preset, oomcast):
                 scenario = os.path.join(tmp, "s.yaml")
                 with open(scenario, "w") as f:
                     f.write(f"model: {model}\nbatch_size: 4\n{size}device: cpu\nprecision: {precision}\n"
-                            f"attention: eager\nallocator: {{torch_version: \"1.13\"}}\n")
+                            f"attention: eager\nallocator: {{torch_version: \"{release}\"}}\n")
                 peaks.append(plan_peak(oomcast, scenario))
             err = (peaks[1] - peaks[0]) / peaks[0]
             if abs(err) > 0.005:
