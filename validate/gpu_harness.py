@@ -18,7 +18,6 @@
 # measured columns. Single process only: torchrun (DDP, FSDP) is future work (README.md).
 import argparse
 import contextlib
-import functools
 import gzip
 import json
 import os
@@ -236,11 +235,6 @@ def run_loop(cfg, torch, phases, device, log):
     """capture.py's loop with the tensors on `device`; phase marks go to `phases`."""
     import capture
     import models
-
-    # torch 2.x warns (and newer releases may raise) when checkpoint() is not told which
-    # variant to use; models.py calls it as 1.13 did, whose default is the reentrant one.
-    if not torch.__version__.startswith("1.") and getattr(models, "checkpoint", None) is torch.utils.checkpoint.checkpoint:
-        models.checkpoint = functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=True)
 
     seed = int(cfg.get("seed", 0))
     torch.manual_seed(seed)

@@ -32,7 +32,8 @@ def run_blocks(blocks, x, use_checkpoint, *extra):
     use_reentrant=True) per block when use_checkpoint and training with grad enabled."""
     for block in blocks:
         if use_checkpoint and block.training and torch.is_grad_enabled():
-            x = checkpoint(block, x, *extra)
+            # named explicitly: 2.x warns without it (later releases raise); True is 1.13's default
+            x = checkpoint(block, x, *extra, use_reentrant=True)
         else:
             x = block(x, *extra)
     return x
