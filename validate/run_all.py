@@ -21,14 +21,16 @@ BEGIN, END = "<!-- run_all.py: begin table -->", "<!-- run_all.py: end table -->
 PHASE_KINDS = ("setup", "forward", "backward", "optimizer", "zero_grad", "eval")
 
 
-def capture_and_compare(scenario, oomcast, out_dir, tolerance):
+def capture_and_compare(scenario, oomcast, out_dir, tolerance, python=sys.executable, overrides=()):
+    """Captures SCENARIO with PYTHON's torch and compares it with the plan (--set OVERRIDES)."""
     name = os.path.splitext(os.path.basename(scenario))[0]
     trace = os.path.join(out_dir, name + ".trace")
     t0 = time.time()
-    subprocess.run([sys.executable, os.path.join(HERE, "capture.py"), scenario, "-o", trace, "-q"], check=True,
+    subprocess.run([python, os.path.join(HERE, "capture.py"), scenario, "-o", trace, "-q"], check=True,
                    env=dict(os.environ, OOMCAST_HOOK_DIR=os.path.join(out_dir, "hook-" + name)))
     capture_s = time.time() - t0
-    done = subprocess.run([oomcast, "compare", scenario, trace, "--json", "--tolerance", tolerance],
+    sets = [arg for key_value in overrides for arg in ("--set", key_value)]
+    done = subprocess.run([oomcast, "compare", scenario, trace, "--json", "--tolerance", tolerance, *sets],
                           stdout=subprocess.PIPE, text=True)
     if done.returncode not in (0, 1):
         raise RuntimeError(f"oomcast compare {scenario} failed with exit code {done.returncode}")

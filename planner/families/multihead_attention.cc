@@ -15,6 +15,23 @@ MultiheadAttentionWeights multihead_attention_parameters(GraphBuilder& g, const 
   return w;
 }
 
+namespace {
+
+// torch 2.x's F.multi_head_attention_forward has no eager path: with need_weights=False (what
+// nn.TransformerEncoderLayer and torchvision's EncoderBlock pass) it always calls
+// F.scaled_dot_product_attention, whose dispatcher picks the kernel. `attention: eager` therefore
+// means that choice. On the CPU (sdp_utils_cpp) it is the flash kernel unless dropout is active
+// (the CPU flash kernel takes no dropout; then the math backend); checked under torch 2.6 by
+// validate/torch_releases.py (transformer-encoder, ViT). The CUDA choice (flash for 16-bit on
+// sm80+, else memory-efficient) is not modelled: eager stays the materialized-scores plan there.
+AttentionImpl torch_2_kernel(const GraphBuilder& g) {
+  const AttentionImpl asked = g.context().attention;
+  if (asked != AttentionImpl::Eager || !g.context().cpu_kernels) return asked;
+  return g.active_dropout() > 0.0 ? AttentionImpl::SdpaMath : AttentionImpl::Flash;
+}
+
+}  // namespace
+
 TensorId multihead_self_attention(GraphBuilder& g, const std::string& module, const MultiheadAttentionWeights& w,
                                   TensorId x, const ops::AttentionShape& shape, int64_t hidden, bool batch_first) {
   const bool torch_1 = g.context().torch_version < 200;
@@ -50,9 +67,17 @@ TensorId multihead_self_attention(GraphBuilder& g, const std::string& module, co
     // proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
     TensorId packed = ops::copy(g, "in_proj_packed", proj);
     std::vector<TensorId> qkv = ops::split(g, "qkv", packed, 3);
-    attn = ops::attention(g, "attention", qkv[0], qkv[1], qkv[2], shape);
-    if (g.context().attention == AttentionImpl::Flash || g.context().attention == AttentionImpl::MemEfficient) {
-      // attn_output.permute(2, 0, 1, 3).contiguous(): [s, b, ...] order, always a copy.
+    const AttentionImpl impl = torch_2_kernel(g);
+    // q, k, v are [s, b*heads, d] chunks viewed as [b, heads, s, d]: b and heads merge again,
+    // so matmul views each as 3-D without a copy (and bmm saves views of `packed`).
+    ops::AttentionShape viewable = shape;
+    viewable.q_contiguous = viewable.k_contiguous = viewable.v_contiguous = true;
+    attn = ops::attention_with(g, "attention", qkv[0], qkv[1], qkv[2], viewable, impl);
+    // attn_output.permute(2, 0, 1, 3).contiguous(): [s, b, ...] order, a copy after the CUDA
+    // kernels (their output is [b, s, heads, d]); the CPU flash kernel lays its output out as
+    // the query is, [s, b, heads, d] here, so the permute is already contiguous (torch 2.6).
+    const bool cpu_flash = impl == AttentionImpl::Flash && g.context().cpu_kernels;
+    if ((impl == AttentionImpl::Flash || impl == AttentionImpl::MemEfficient) && !cpu_flash) {
       attn = ops::copy(g, "attn_output_contiguous", attn);
     }
   }

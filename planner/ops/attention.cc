@@ -113,8 +113,10 @@ TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, Te
   // q * sqrt(scale) and k * sqrt(scale): scalar muls, nothing saved.
   TensorId q_scaled = scale(g, name + ".q_scale", q32);
   TensorId k_scaled = scale(g, name + ".k_scale", k32);
-  TensorId scores = bmm(g, name + ".qk", q_scaled, k_scaled, scores_numel, true, true, false,
-                       static_cast<uint64_t>(shape.head_dim));
+  // The scalar muls keep their input's strides, so matmul copies q and kᵀ exactly when it
+  // would copy the unscaled ones (the shape's *_contiguous flags), and v likewise.
+  TensorId scores = bmm(g, name + ".qk", q_scaled, k_scaled, scores_numel, !shape.q_contiguous,
+                       !shape.k_contiguous, false, static_cast<uint64_t>(shape.head_dim));
   std::vector<Transient> mask_transients;
   if (shape.causal) {
     // is_causal: a bool tril [s, s], then the float additive mask, added in place.
@@ -124,7 +126,8 @@ TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, Te
   }
   TensorId probabilities = plain_softmax(g, name + ".safe_softmax", scores, std::move(mask_transients));
   TensorId dropped = dropout(g, name + ".dropout", probabilities);
-  TensorId y = bmm(g, name + ".av", dropped, v32, out_numel, false, true, false, static_cast<uint64_t>(shape.seq));
+  TensorId y = bmm(g, name + ".av", dropped, v32, out_numel, false, !shape.v_contiguous, false,
+                   static_cast<uint64_t>(shape.seq));
   // The math backend returns (output.to(orig_dtype), attn.to(orig_dtype)); F.sdpa drops the
   // second, so it is a transient the size of the scores.
   TensorId result = g.cast(y, original, name + ".out_cast");
@@ -197,8 +200,13 @@ TensorId batched_matmul(GraphBuilder& g, std::string_view leaf, TensorId a, Tens
 
 TensorId attention(GraphBuilder& g, std::string_view leaf, TensorId q, TensorId k, TensorId v,
                    const AttentionShape& shape) {
+  return attention_with(g, leaf, q, k, v, shape, g.context().attention);
+}
+
+TensorId attention_with(GraphBuilder& g, std::string_view leaf, TensorId q, TensorId k, TensorId v,
+                        const AttentionShape& shape, AttentionImpl impl) {
   std::string name(leaf);
-  switch (g.context().attention) {
+  switch (impl) {
     case AttentionImpl::Eager: return eager_attention(g, name, q, k, v, shape);
     case AttentionImpl::SdpaMath: return math_attention(g, name, q, k, v, shape);
     case AttentionImpl::Flash: return fused_attention(g, name, q, k, v, shape, true);
