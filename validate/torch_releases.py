@@ -22,6 +22,8 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from run_all import capture_and_compare, phase_kind, PHASE_KINDS  # noqa: E402
 
+END = "<!-- torch_releases.py: end of the generated part; notes below are kept -->"
+
 
 def torch_release(python):
     """"2.6" for the torch PYTHON imports (its full version second)."""
@@ -122,8 +124,14 @@ def main():
     if not args.no_write:
         path = os.path.join(HERE, "results", f"torch-{b}-cpu.md")
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        kept = ""  # the notes written by hand below the generated part survive a rerun
+        if os.path.exists(path):
+            with open(path) as f:
+                old = f.read()
+            if END in old:
+                kept = old.split(END, 1)[1]
         with open(path, "w") as f:
-            f.write(text)
+            f.write(text + "\n" + END + kept)
         print(f"wrote {os.path.relpath(path, REPO)}", file=sys.stderr)
     return 0
 
