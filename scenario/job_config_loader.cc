@@ -273,10 +273,8 @@ void read_job_sections(const YamlNode& root, Scenario& scenario) {
     root.child("weights").fail("'weights' " + std::string(weight_format_name(config.weights.format)) +
                                " is a bitsandbytes CUDA format; the cpu device cannot run it");
   }
-  if (scenario.parallel.engine != ParallelEngine::None && (config.training.any_frozen() || !training_job)) {
-    root.child("parallel").fail(std::string("'parallel' with ") +
-                                (training_job ? "a trainable subset or LoRA" : "job " + std::string(job_kind_name(config.job.kind))) +
-                                " is not modelled (FSDP use_orig_params with frozen parameters is not yet planned)");
+  if (scenario.parallel.engine != ParallelEngine::None && !training_job) {
+    root.child("parallel").fail("'parallel' with job " + std::string(job_kind_name(config.job.kind)) + " is not modelled");
   }
   if (config.weights.quantized() && scenario.parallel.engine != ParallelEngine::None) {
     root.child("weights").fail("quantized 'weights' with a 'parallel' engine is not modelled");

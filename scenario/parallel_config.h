@@ -22,7 +22,7 @@ struct DdpConfig {
   bool gradient_as_bucket_view = false;           // DDP's default: buckets duplicate .grad
 };
 
-// torch.distributed.fsdp.FullyShardedDataParallel (FSDP1, use_orig_params=False).
+// torch.distributed.fsdp.FullyShardedDataParallel (FSDP1).
 struct FsdpConfig {
   FsdpSharding sharding_strategy = FsdpSharding::FullShard;
   FsdpAutoWrap auto_wrap = FsdpAutoWrap::Block;
@@ -33,6 +33,9 @@ struct FsdpConfig {
   FloatDtype param_dtype = FloatDtype::Float32;   // MixedPrecision.param_dtype (gathered params)
   FloatDtype reduce_dtype = FloatDtype::Float32;  // MixedPrecision.reduce_dtype (reduce-scatter)
   bool cpu_offload = false;                       // CPUOffload(offload_params=True)
+  // use_orig_params=True: the optimizer steps the original parameters (views into the flat
+  // shard), so a unit may mix frozen and trainable parameters.
+  bool use_orig_params = false;
 };
 
 // deepspeed/runtime/zero/offload_config.py: device none|cpu (nvme is not modelled).

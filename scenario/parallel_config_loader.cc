@@ -44,7 +44,7 @@ DdpConfig read_ddp(const YamlNode& node) {
 FsdpConfig read_fsdp(const YamlNode& node) {
   FsdpConfig fsdp;
   node.reject_unknown_keys({"sharding_strategy", "auto_wrap", "backward_prefetch", "forward_prefetch",
-                            "limit_all_gathers", "mixed_precision", "cpu_offload"});
+                            "limit_all_gathers", "mixed_precision", "cpu_offload", "use_orig_params"});
   std::string sharding = node.choice_or("sharding_strategy", "FULL_SHARD", {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"});
   fsdp.sharding_strategy = sharding == "FULL_SHARD"      ? FsdpSharding::FullShard
                            : sharding == "SHARD_GRAD_OP" ? FsdpSharding::ShardGradOp
@@ -58,6 +58,7 @@ FsdpConfig read_fsdp(const YamlNode& node) {
   fsdp.forward_prefetch = node.bool_or("forward_prefetch", false);
   fsdp.limit_all_gathers = node.bool_or("limit_all_gathers", true);
   fsdp.cpu_offload = node.bool_or("cpu_offload", false);
+  fsdp.use_orig_params = node.bool_or("use_orig_params", false);
   YamlNode mixed = node.child("mixed_precision");
   if (!mixed.is_missing()) {
     mixed.reject_unknown_keys({"param_dtype", "reduce_dtype"});

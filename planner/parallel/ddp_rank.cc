@@ -1,12 +1,17 @@
 // DistributedDataParallel: every rank holds the whole model, its .grad and the optimizer;
 // the Reducer adds flat gradient buckets (bucket_cap_mb, a 1 MiB first bucket, parameters in
-// reverse order), allocated when DDP is constructed. With gradient_as_bucket_view the .grad
-// tensors become views into the buckets, so autograd's gradient is copied in and freed.
+// reverse order, one run of buckets per dtype), allocated when DDP is constructed. With
+// gradient_as_bucket_view the .grad tensors become views into the buckets, so autograd's
+// gradient is copied in and freed. Only parameters with requires_grad are in the Reducer
+// (DDP's _build_params_for_reducer filters them): a frozen parameter has no bucket space, no
+// .grad and no optimizer state, but _sync_module_states still broadcasts it.
 #include <algorithm>
+#include <map>
 
 #include "planner/optimizers.h"
 #include "planner/parallel/parallel_rank.h"
 #include "planner/precision.h"
+#include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
 
@@ -23,11 +28,13 @@ class DdpRank : public ParallelRank {
   using ParallelRank::ParallelRank;
 
   void allocate_parameters() override {
-    const PrecisionRules rules = precision_rules(scenario_.precision);
+    const PrecisionRules rules = job_precision_rules(scenario_);
     for (size_t p = 0; p < graph_.parameters.size(); ++p) {
       auto parameter = static_cast<int32_t>(p);
       uint32_t name = intern(param_name(parameter));
       writer_->alloc(name, param_numel(parameter) * dtype_bytes(param_dtype(parameter)), TensorCategory::Parameter);
+      if (!trainable(parameter)) continue;
+      optimized_.push_back(p);
       DType step_dtype = rules.fp32_master_weights ? DType::Float32 : param_dtype(parameter);
       optimizer_params_.push_back(
           OptimizerParameter{name, param_numel(parameter), step_dtype, graph_.parameter_shapes[p]});
@@ -45,8 +52,9 @@ class DdpRank : public ParallelRank {
       writer_->free(broadcast);
     }
     allocate_buckets();
-    optimizer_ = std::make_unique<OptimizerModel>(scenario_.optimizer, precision_rules(scenario_.precision),
+    optimizer_ = std::make_unique<OptimizerModel>(scenario_.optimizer, job_precision_rules(scenario_),
                                                   std::move(optimizer_params_), writer_);
+    optimizer_->set_torch_version(scenario_.allocator.torch_version);
     optimizer_->construct();
     stepped_.assign(graph_.parameters.size(), 0);
   }
@@ -59,8 +67,11 @@ class DdpRank : public ParallelRank {
   }
 
   void optimizer_step() override {
-    std::vector<uint8_t> has_grad(graph_.parameters.size());
-    for (size_t p = 0; p < has_grad.size(); ++p) has_grad[p] = model_->grad_slot[p] >= 0 || stepped_[p] ? 1 : 0;
+    std::vector<uint8_t> has_grad(optimized_.size());
+    for (size_t i = 0; i < has_grad.size(); ++i) {
+      const size_t p = optimized_[i];
+      has_grad[i] = model_->grad_slot[p] >= 0 || stepped_[p] ? 1 : 0;
+    }
     optimizer_->step(has_grad);
   }
 
@@ -69,26 +80,53 @@ class DdpRank : public ParallelRank {
   }
 
  private:
+  bool trainable(int32_t parameter) const {
+    return graph_.tensors[graph_.parameters[static_cast<size_t>(parameter)]].requires_grad;
+  }
+
+  // compute_bucket_assignment_by_size: the Reducer's parameters (those with requires_grad)
+  // in gradient-ready (reverse) order fill one open bucket per dtype; a bucket closes once it
+  // reaches its limit (1 MiB for a dtype's first, bucket_cap_mb after). Buckets are allocated
+  // in the order of their first parameter.
   void allocate_buckets() {
     const auto cap = static_cast<uint64_t>(scenario_.parallel.ddp.bucket_cap_mb * 1024.0 * 1024.0);
-    uint64_t limit = std::min(cap, kFirstBucketBytes);
-    uint64_t filled = 0;
-    int bucket = 0;
-    auto flush = [&] {
-      if (filled == 0) return;
-      writer_->alloc(intern("ddp.bucket" + std::to_string(bucket++)), filled, TensorCategory::Communication);
-      filled = 0;
-      limit = std::max<uint64_t>(cap, 1);
+    struct Open {
+      uint64_t filled = 0;
+      uint64_t limit = 0;
+      size_t first = 0;
     };
-    for (size_t i = graph_.parameters.size(); i-- > 0;) {
+    struct Closed {
+      size_t first = 0;
+      uint64_t bytes = 0;
+    };
+    std::map<DType, Open> open;
+    std::vector<Closed> closed;
+    size_t position = 0;
+    for (size_t i = graph_.parameters.size(); i-- > 0; ++position) {
       auto parameter = static_cast<int32_t>(i);
-      filled += param_numel(parameter) * dtype_bytes(param_dtype(parameter));
-      if (filled >= limit) flush();
+      if (!trainable(parameter)) continue;
+      auto [entry, created] = open.try_emplace(param_dtype(parameter));
+      Open& bucket = entry->second;
+      if (created) bucket.limit = std::min(cap, kFirstBucketBytes);
+      if (bucket.filled == 0) bucket.first = position;
+      bucket.filled += param_numel(parameter) * dtype_bytes(param_dtype(parameter));
+      if (bucket.filled >= bucket.limit) {
+        closed.push_back(Closed{bucket.first, bucket.filled});
+        bucket.filled = 0;
+        bucket.limit = std::max<uint64_t>(cap, 1);
+      }
     }
-    flush();
+    for (const auto& [dtype, bucket] : open) {
+      if (bucket.filled > 0) closed.push_back(Closed{bucket.first, bucket.filled});
+    }
+    std::sort(closed.begin(), closed.end(), [](const Closed& a, const Closed& b) { return a.first < b.first; });
+    for (size_t b = 0; b < closed.size(); ++b) {
+      writer_->alloc(intern("ddp.bucket" + std::to_string(b)), closed[b].bytes, TensorCategory::Communication);
+    }
   }
 
   std::vector<OptimizerParameter> optimizer_params_;
+  std::vector<size_t> optimized_;  // the parameters the optimizer steps (requires_grad), in order
   std::unique_ptr<OptimizerModel> optimizer_;
   std::vector<uint8_t> stepped_;
 };

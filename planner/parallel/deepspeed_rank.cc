@@ -14,6 +14,11 @@
 // - the step casts the grad partition (per sub_group_size tile at stage 3) to fp32.
 // offload_optimizer moves masters, moments and fp32 grads to the host; offload_param moves
 // the parameter partition there.
+// Frozen parameters (requires_grad false): DeepSpeed builds its flat groups, masters, moments
+// and gradient partitions from the trainable parameters only (stage_1_and_2.py keeps
+// requires_grad params in bit16_groups, stage3.py _get_trainable_parameter_groups); a frozen
+// parameter stays its own 16-bit tensor at stages 0-2, and at stage 3 it is still
+// partitioned (its own partition tensor), gathered and released like every other one.
 #include <algorithm>
 
 #include "planner/parallel/parallel_rank.h"
@@ -29,8 +34,10 @@ class DeepSpeedRank : public ParallelRank {
       : ParallelRank(scenario, graph, writer, model), zero_(scenario.parallel.deepspeed.zero_optimization) {
     stage_ = zero_.stage;
     param_bytes_ = dtype_bytes(precision_rules(scenario.precision).parameter_dtype);
-    total_ = graph.parameter_count();
-    partition_ = (total_ + world() - 1) / world();
+    for (size_t p = 0; p < graph.parameters.size(); ++p) {
+      if (trainable(static_cast<int32_t>(p))) trainable_total_ += param_numel(static_cast<int32_t>(p));
+    }
+    partition_ = (trainable_total_ + world() - 1) / world();
     offload_optimizer_ = stage_ >= 1 && zero_.offload_optimizer.device == OffloadDevice::Cpu;
     offload_param_ = stage_ == 3 && zero_.offload_param.device == OffloadDevice::Cpu;
     persistent_.assign(graph.parameters.size(), 0);
@@ -40,20 +47,31 @@ class DeepSpeedRank : public ParallelRank {
 
   void allocate_parameters() override {
     if (stage_ < 3) {
-      writer_->alloc(intern("deepspeed.bit16_groups_flat"), total_ * param_bytes_, TensorCategory::Parameter);
+      for (size_t p = 0; p < graph_.parameters.size(); ++p) {
+        auto parameter = static_cast<int32_t>(p);
+        if (trainable(parameter)) continue;
+        writer_->alloc(intern(param_name(parameter)), param_numel(parameter) * param_bytes_, TensorCategory::Parameter);
+      }
+      if (trainable_total_ > 0) {
+        writer_->alloc(intern("deepspeed.bit16_groups_flat"), trainable_total_ * param_bytes_, TensorCategory::Parameter);
+      }
       return;
     }
     uint64_t partitioned = 0;
     for (size_t p = 0; p < graph_.parameters.size(); ++p) {
       auto parameter = static_cast<int32_t>(p);
       uint64_t numel = param_numel(parameter);
-      partitioned += (numel + world() - 1) / world();
+      const uint64_t piece = (numel + world() - 1) / world();
+      if (trainable(parameter)) partitioned += piece;
       if (numel < static_cast<uint64_t>(zero_.stage3_param_persistence_threshold)) {
         persistent_[p] = 1;  // ds_persist: kept whole on every rank
         writer_->alloc(intern(param_name(parameter)), numel * param_bytes_, TensorCategory::Parameter);
+      } else if (!trainable(parameter) && !offload_param_ && piece > 0) {
+        // Outside the optimizer's groups: the ds_tensor zero.Init made stays on its own.
+        writer_->alloc(intern("ds_tensor:" + param_name(parameter)), piece * param_bytes_, TensorCategory::Parameter);
       }
     }
-    if (!offload_param_) {
+    if (!offload_param_ && partitioned > 0) {
       writer_->alloc(intern("deepspeed.fp16_partitioned_groups_flat"), partitioned * param_bytes_,
                      TensorCategory::Parameter);
     }
@@ -175,7 +193,8 @@ class DeepSpeedRank : public ParallelRank {
       for (size_t p = 0; p < graph_.parameters.size(); ++p) drop_grad(static_cast<int32_t>(p));
     } else if (stage_ == 0) {
       // allreduce_gradients(): flattened copies of reduce_bucket_size elements at a time.
-      uint64_t chunk = std::min<uint64_t>(total_, static_cast<uint64_t>(std::max<int64_t>(1, zero_.reduce_bucket_size)));
+      uint64_t chunk =
+          std::min<uint64_t>(trainable_total_, static_cast<uint64_t>(std::max<int64_t>(1, zero_.reduce_bucket_size)));
       if (world() > 1 && chunk > 0) {
         uint32_t flat = writer_->alloc(intern("deepspeed.allreduce_bucket"), chunk * param_bytes_, TensorCategory::Communication);
         writer_->free(flat);
@@ -202,7 +221,10 @@ class DeepSpeedRank : public ParallelRank {
   }
 
  private:
-  uint64_t optimizer_elements() const { return stage_ == 0 ? total_ : partition_; }
+  uint64_t optimizer_elements() const { return stage_ == 0 ? trainable_total_ : partition_; }
+  bool trainable(int32_t parameter) const {
+    return graph_.tensors[graph_.parameters[static_cast<size_t>(parameter)]].requires_grad;
+  }
 
   void allocate_moments(uint64_t elements) {
     moments_created_ = true;
@@ -320,8 +342,8 @@ class DeepSpeedRank : public ParallelRank {
   const ZeroConfig& zero_;
   int stage_ = 0;
   uint64_t param_bytes_ = 2;
-  uint64_t total_ = 0;
-  uint64_t partition_ = 0;
+  uint64_t trainable_total_ = 0;  // elements with requires_grad: what the optimizer's groups hold
+  uint64_t partition_ = 0;        // this rank's partition of them
   bool offload_optimizer_ = false;
   bool offload_param_ = false;
   bool training_ = true;

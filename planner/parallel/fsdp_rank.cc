@@ -1,4 +1,4 @@
-// FullyShardedDataParallel (FSDP1, use_orig_params=False), one flat parameter per wrapped
+// FullyShardedDataParallel (FSDP1), one flat parameter per wrapped
 // unit (../shared/docs/training-memory-model.md §7.4): the rank keeps its shard of each unit; a unit is
 // all-gathered (in MixedPrecision.param_dtype) before its forward and again before its
 // backward, with forward/backward prefetch of the neighbouring unit; FULL_SHARD frees it
@@ -12,11 +12,21 @@
 // reduce-scatter's cast and output are on the post-backward stream, and the autograd gradient
 // it consumes is record_stream'd there before it is dropped. By the end of each backward the
 // GPU is taken to have caught up (a device sync): the trace knows no GPU timing.
+// Frozen parameters: a unit whose parameters are all frozen is gathered as usual but has no
+// gradient, no reduce-scatter and no optimizer state. With use_orig_params=False a unit must
+// not mix frozen and trainable parameters (PyTorch refuses to flatten them); with
+// use_orig_params=True it may, and then its flat gradient and sharded .grad still cover the
+// whole unit (the frozen parts are zeros, as PyTorch's docs warn: gradient memory as if
+// nothing were frozen), while the optimizer steps only the trainable pieces of this rank's
+// slice (planner/parallel/fsdp_rank_shards.h).
 #include <algorithm>
 #include <deque>
 
+#include "base/input_error.h"
+
 #include "planner/optimizers.h"
 #include "planner/parallel/comm_streams.h"
+#include "planner/parallel/fsdp_rank_shards.h"
 #include "planner/parallel/parallel_rank.h"
 #include "planner/precision.h"
 
@@ -44,6 +54,16 @@ class FsdpRank : public ParallelRank {
     reduced_.assign(count, 0);
     starts_at_.assign(graph.ops.size(), -1);
     ends_at_.assign(graph.ops.size(), -1);
+    shards_ = fsdp_rank_shards(graph, groups_, world(), sharded_);
+    trainable_count_.assign(count, 0);
+    for (size_t g = 0; g < count; ++g) {
+      for (int32_t parameter : groups_.params[g]) {
+        if (graph.tensors[graph.parameters[static_cast<size_t>(parameter)]].requires_grad) ++trainable_count_[g];
+      }
+      if (!fsdp_.use_orig_params && trainable_count_[g] > 0 && trainable_count_[g] < groups_.params[g].size()) {
+        refuse_mixed_unit(g);
+      }
+    }
     for (size_t g = 0; g < count; ++g) {
       if (groups_.first_op[g] >= 0) starts_at_[static_cast<size_t>(groups_.first_op[g])] = static_cast<int32_t>(g);
       if (groups_.last_op[g] >= 0) ends_at_[static_cast<size_t>(groups_.last_op[g])] = static_cast<int32_t>(g);
@@ -63,9 +83,21 @@ class FsdpRank : public ParallelRank {
     PrecisionRules rules = precision_rules(scenario_.precision);
     if (fsdp_.mixed_precision) rules.fp32_master_weights = false;  // the fp32 shard is the master
     std::vector<OptimizerParameter> params;
+    const DType dtype = storage_bytes_ == 4 || rules.fp32_master_weights ? DType::Float32 : rules.parameter_dtype;
     for (size_t g = 0; g < groups_.params.size(); ++g) {
-      DType dtype = storage_bytes_ == 4 || rules.fp32_master_weights ? DType::Float32 : rules.parameter_dtype;
-      params.push_back(OptimizerParameter{names_[g], held(g), dtype, {static_cast<int64_t>(held(g))}});
+      if (!shards_.group_trainable[g]) continue;  // a frozen flat parameter never has a .grad
+      if (!fsdp_.use_orig_params) {
+        params.push_back(OptimizerParameter{names_[g], held(g), dtype, {static_cast<int64_t>(held(g))}});
+        stepped_group_.push_back(g);
+        continue;
+      }
+      // The original parameters are flat views into the shard; those with no elements in
+      // this rank's slice, and the frozen ones, get no .grad and so no state.
+      for (const ShardPiece& piece : shards_.trainable_pieces[g]) {
+        params.push_back(OptimizerParameter{intern(param_name(piece.parameter)), piece.numel, dtype,
+                                            {static_cast<int64_t>(piece.numel)}});
+        stepped_group_.push_back(g);
+      }
     }
     optimizer_ = std::make_unique<OptimizerModel>(scenario_.optimizer, rules, std::move(params), writer_);
     optimizer_->construct();
@@ -123,7 +155,7 @@ class FsdpRank : public ParallelRank {
 
   void parameter_grad_ready(int32_t parameter) override {
     auto g = static_cast<size_t>(groups_.group_of_param[static_cast<size_t>(parameter)]);
-    if (++ready_[g] == groups_.params[g].size() && static_cast<int32_t>(g) != groups_.root) post_backward(g);
+    if (++ready_[g] == trainable_count_[g] && static_cast<int32_t>(g) != groups_.root) post_backward(g);
   }
 
   void end_backward(bool) override {
@@ -135,8 +167,8 @@ class FsdpRank : public ParallelRank {
 
   void optimizer_step() override {
     if (!optimizer_) return;
-    std::vector<uint8_t> has_grad(groups_.params.size());
-    for (size_t g = 0; g < has_grad.size(); ++g) has_grad[g] = grad_shard_[g] >= 0 ? 1 : 0;
+    std::vector<uint8_t> has_grad(stepped_group_.size());
+    for (size_t i = 0; i < has_grad.size(); ++i) has_grad[i] = grad_shard_[stepped_group_[i]] >= 0 ? 1 : 0;
     optimizer_->step(has_grad);
   }
 
@@ -156,6 +188,20 @@ class FsdpRank : public ParallelRank {
   // multiple of the world size, or all of it with NO_SHARD.
   uint64_t held(size_t g) const { return sharded_ ? (groups_.numel[g] + world() - 1) / world() : groups_.numel[g]; }
   uint64_t padded(size_t g) const { return sharded_ ? held(g) * world() : groups_.numel[g]; }
+
+  [[noreturn]] void refuse_mixed_unit(size_t g) const {
+    std::string frozen, trainable;
+    for (int32_t parameter : groups_.params[g]) {
+      const bool grad = graph_.tensors[graph_.parameters[static_cast<size_t>(parameter)]].requires_grad;
+      std::string& example = grad ? trainable : frozen;
+      if (example.empty()) example = param_name(parameter);
+    }
+    throw InputError(SourceLocation{}, "parallel.fsdp.use_orig_params",
+                     "FSDP unit '" + group_label(g) + "' mixes frozen (" + frozen + ") and trainable (" + trainable +
+                         ") parameters, which FSDP refuses to flatten with use_orig_params=False (\"Must flatten "
+                         "tensors with uniform requires_grad\"): set parallel.fsdp.use_orig_params: true, or "
+                         "freeze or train whole units");
+  }
 
   void gather(size_t g) {
     if (!gathers_ || gathered_[g] >= 0 || groups_.numel[g] == 0) return;
@@ -248,6 +294,9 @@ class FsdpRank : public ParallelRank {
   std::vector<int32_t> starts_at_;
   std::vector<int32_t> ends_at_;
   std::deque<size_t> free_events_;  // reshards whose free event the rate limiter may wait on
+  FsdpRankShards shards_;
+  std::vector<size_t> trainable_count_;  // per group: parameters with requires_grad
+  std::vector<size_t> stepped_group_;    // per optimizer parameter: the group whose .grad it reads
   std::unique_ptr<OptimizerModel> optimizer_;
 };
 

@@ -16,11 +16,15 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 ModelStateBytes deepspeed_states(const ZeroConfig& zero, uint64_t param_bytes, uint64_t moments,
                                  const ModelSizes& sizes, uint64_t world, uint64_t gpus_per_node) {
+  // Frozen parameters are partitioned and gathered like the others (stage 3) but DeepSpeed
+  // builds its flat groups, masters, moments and gradient partitions from the requires_grad
+  // parameters only (stage_1_and_2.py bit16_groups, stage3.py _get_trainable_parameter_groups).
   const uint64_t psi = sizes.parameters;
-  const uint64_t partition = ceil_div(psi, world);
+  const uint64_t trainable = sizes.trainable_parameters;
+  const uint64_t partition = ceil_div(trainable, world);
   const uint64_t master_and_moments = 4 + moments;
   ModelStateBytes bytes;
-  bytes.full_gradients = param_bytes * psi;
+  bytes.full_gradients = param_bytes * trainable;
   // Every rank builds the model in fp32 on the host before deepspeed.initialize partitions it;
   // ZeRO-3 models are built under deepspeed.zero.Init, one module at a time.
   bytes.host_load_peak_per_node =
@@ -30,20 +34,20 @@ ModelStateBytes deepspeed_states(const ZeroConfig& zero, uint64_t param_bytes, u
   switch (zero.stage) {
     case 0:
       bytes.parameters = param_bytes * psi;
-      bytes.gradients = param_bytes * psi;
-      bytes.optimizer = (param_bytes == 4 ? 0 : 4) * psi + moments * psi;
-      bytes.step_fp32_gradients = param_bytes == 4 ? 0 : 4 * psi;
+      bytes.gradients = param_bytes * trainable;
+      bytes.optimizer = (param_bytes == 4 ? 0 : 4) * trainable + moments * trainable;
+      bytes.step_fp32_gradients = param_bytes == 4 ? 0 : 4 * trainable;
       return bytes;
     case 1:
       bytes.parameters = param_bytes * psi;
-      bytes.gradients = param_bytes * psi;  // kept whole until the step reduces them
+      bytes.gradients = param_bytes * trainable;  // kept whole until the step reduces them
       break;
     case 2:
       bytes.parameters = param_bytes * psi;
       bytes.gradients = param_bytes * partition;
       break;
     default:
-      bytes.parameters = param_bytes * partition;
+      bytes.parameters = param_bytes * ceil_div(psi, world);
       bytes.gradients = param_bytes * partition;
       // The largest module gathered whole, and its whole gradient before reduce-scatter.
       bytes.gathered_working_set = 2 * param_bytes * sizes.largest_layer_parameters;
@@ -62,7 +66,7 @@ ModelStateBytes deepspeed_states(const ZeroConfig& zero, uint64_t param_bytes, u
     if (zero.stage >= 2) bytes.gradients = 0;
   }
   if (offload_param) {
-    bytes.host_per_rank += param_bytes * partition;
+    bytes.host_per_rank += param_bytes * ceil_div(psi, world);
     bytes.parameters = 0;
   }
   return bytes;
@@ -74,11 +78,15 @@ ModelStateBytes fsdp_states(const FsdpConfig& fsdp, uint64_t storage_bytes, uint
   const uint64_t psi = sizes.parameters;
   const bool sharded = fsdp.sharding_strategy != FsdpSharding::NoShard;
   const uint64_t held = sharded ? ceil_div(psi, world) : psi;
+  const uint64_t graded = sizes.gradient_unit_parameters;
   ModelStateBytes bytes;
   bytes.parameters = storage_bytes * held;
-  bytes.gradients = storage_bytes * held;
-  bytes.full_gradients = gathered_bytes * psi;
-  bytes.optimizer = ((master_copies ? 4 : 0) + moments) * held;
+  bytes.gradients = storage_bytes * (sharded ? ceil_div(graded, world) : graded);
+  bytes.full_gradients = gathered_bytes * graded;
+  // use_orig_params: state per trainable piece of the rank's slices; otherwise per flat shard
+  // of each trainable unit (a mixed unit is refused).
+  const uint64_t stepped = fsdp.use_orig_params ? sizes.rank_trainable_shard : (sharded ? ceil_div(graded, world) : graded);
+  bytes.optimizer = ((master_copies ? 4 : 0) + moments) * stepped;
   bytes.host_load_peak_per_node = 4 * psi * gpus_per_node;
   if (fsdp.sharding_strategy == FsdpSharding::FullShard) {
     bytes.gathered_working_set = 2 * gathered_bytes * sizes.largest_unit_parameters;
@@ -126,13 +134,15 @@ ModelStateBytes model_state_bytes(const ParallelConfig& parallel, Precision prec
     }
     case ParallelEngine::Ddp:
     case ParallelEngine::None: {
+      // DDP's Reducer and the optimizer see only the requires_grad parameters.
       ModelStateBytes bytes;
       const uint64_t psi = sizes.parameters;
-      bytes.parameters = param_bytes * psi;
-      bytes.gradients = param_bytes * psi;
-      bytes.full_gradients = param_bytes * psi;
-      bytes.optimizer = ((rules.fp32_master_weights ? 4 : 0) + moments) * psi;
-      bytes.step_fp32_gradients = rules.fp32_master_weights ? 4 * psi : 0;
+      const uint64_t trainable = sizes.trainable_parameters;
+      bytes.parameters = sizes.parameter_bytes;
+      bytes.gradients = sizes.trainable_bytes;
+      bytes.full_gradients = sizes.trainable_bytes;
+      bytes.optimizer = ((rules.fp32_master_weights ? 4 : 0) + moments) * trainable;
+      bytes.step_fp32_gradients = rules.fp32_master_weights ? 4 * trainable : 0;
       bytes.host_load_peak_per_node = 4 * psi * gpus_per_node;
       return bytes;
     }

@@ -14,6 +14,18 @@ struct ModelSizes {
   uint64_t parameters = 0;                // Ψ, shared parameters counted once
   uint64_t largest_layer_parameters = 0;  // the largest module's own parameters (DeepSpeed's "largest layer")
   uint64_t largest_unit_parameters = 0;   // the largest FSDP unit (block, or the root's leftovers)
+  // Ψ_t: elements with requires_grad (all of Ψ unless training.trainable or LoRA freezes some).
+  // Only these get gradients, master copies and optimizer state.
+  uint64_t trainable_parameters = 0;
+  // Bytes of all parameters and of the trainable ones in the dtypes the model holds them in
+  // (weights.format, fp32 adapters): what DDP keeps, where no engine casts them.
+  uint64_t parameter_bytes = 0;
+  uint64_t trainable_bytes = 0;
+  // FSDP: elements of the units whose flat parameter holds a trainable parameter; such a
+  // unit's flat gradient (and sharded .grad) covers the whole unit, frozen parts included.
+  uint64_t gradient_unit_parameters = 0;
+  // FSDP: trainable elements inside the planned rank's shards (the rank holding the most).
+  uint64_t rank_trainable_shard = 0;
 };
 
 // Bytes on one rank. "Partition" P = ceil(Ψ / world_size) elements.

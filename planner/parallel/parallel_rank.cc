@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "planner/parallel/fsdp_rank_shards.h"
 #include "planner/parallel/offload_cost.h"
 
 namespace oomcast::planner {
@@ -102,8 +105,22 @@ ParallelSummary summarize_parallel(const Scenario& scenario, const LayerGraph& g
   ParameterUses uses = parameter_uses(graph);
   summary.sizes.parameters = graph.parameter_count();
   summary.sizes.largest_layer_parameters = uses.largest_module_numel;
-  summary.sizes.largest_unit_parameters =
-      unit_groups(graph, uses, parallel.fsdp.auto_wrap == FsdpAutoWrap::Block).largest_numel();
+  const UnitGroups units = unit_groups(graph, uses, parallel.fsdp.auto_wrap == FsdpAutoWrap::Block);
+  summary.sizes.largest_unit_parameters = units.largest_numel();
+  for (TensorId parameter : graph.parameters) {
+    const TensorDesc& desc = graph.tensors[parameter];
+    summary.sizes.parameter_bytes += desc.bytes();
+    if (!desc.requires_grad) continue;
+    summary.sizes.trainable_parameters += desc.numel;
+    summary.sizes.trainable_bytes += desc.bytes();
+  }
+  if (parallel.engine == ParallelEngine::Fsdp) {
+    const FsdpRankShards shards =
+        fsdp_rank_shards(graph, units, static_cast<uint64_t>(std::max<int64_t>(1, parallel.world_size)),
+                         parallel.fsdp.sharding_strategy != FsdpSharding::NoShard);
+    summary.sizes.gradient_unit_parameters = shards.gradient_unit_elements;
+    summary.sizes.rank_trainable_shard = shards.trainable_elements;
+  }
   summary.model_states = model_state_bytes(parallel, scenario.precision, scenario.optimizer, summary.sizes);
   summary.host_bytes = summary.model_states.host_per_rank;
   summary.host_pinned = host_pinned(parallel) && summary.host_bytes > 0;

@@ -5,49 +5,15 @@
 // so shards divide exactly for N up to 64.
 #include <catch2/catch.hpp>
 
-#include <map>
-
-#include "planner/planner_test_support.h"
+#include "planner/parallel/rank_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::planner::testing::CategoryBytes;
+using oomcast::planner::testing::live_by_category;
 
 namespace {
 
 constexpr uint64_t kPsi = 106'816;  // embed 16,384 + 2 x 36,992 per layer + norm 64 + lm_head 16,384
-
-struct CategoryBytes {
-  std::map<TensorCategory, uint64_t> at_mark;      // live when the mark is reached
-  uint64_t max_gradient_in_iteration1 = 0;        // most Gradient bytes live during iteration 1
-};
-
-CategoryBytes live_by_category(const PlannedTrace& planned, const std::string& mark) {
-  CategoryBytes result;
-  std::map<uint32_t, std::pair<TensorCategory, uint64_t>> live;
-  std::map<TensorCategory, uint64_t> totals;
-  bool reached = false;
-  for (size_t i = 0; i < planned.trace.events.size(); ++i) {
-    const auto& event = planned.trace.events[i];
-    const EventInfo& info = planned.info[i];
-    if (event.kind == oomcast::sim::EventKind::Mark && planned.trace.strings[event.tag] == mark && !reached) {
-      reached = true;
-      result.at_mark = totals;
-    }
-    if (event.kind == oomcast::sim::EventKind::Alloc) {
-      live[event.slot] = {info.category, event.bytes};
-      totals[info.category] += event.bytes;
-    } else if (event.kind == oomcast::sim::EventKind::Free) {
-      auto found = live.find(event.slot);
-      totals[found->second.first] -= found->second.second;
-      live.erase(found);
-    }
-    if (info.iteration == 1) {
-      result.max_gradient_in_iteration1 =
-          std::max(result.max_gradient_in_iteration1, totals[TensorCategory::Gradient]);
-    }
-  }
-  REQUIRE(reached);
-  return result;
-}
 
 Scenario tiny(ParallelEngine engine, int64_t world) {
   Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32, Precision::PureBf16);
