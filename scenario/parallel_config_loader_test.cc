@@ -136,3 +136,19 @@ TEST_CASE("world_size follows from train_batch_size in a DeepSpeed config", "[pa
   CHECK(s.parallel.world_size == 8);  // 64 / (2 x 4)
   CHECK(s.grad_accum_steps == 4);
 }
+
+TEST_CASE("FSDP use_orig_params is off unless written, and LoRA is accepted with every engine", "[parallel][loader]") {
+  const std::string lora = "training: {trainable: {lora: {r: 8, target_modules: [c_attn]}}}\n";
+  Scenario plain = load_scenario_text("model: gpt2\nbatch_size: 1\nseq_len: 64\nparallel: {world_size: 2, fsdp: {}}\n", "x.yaml");
+  CHECK_FALSE(plain.parallel.fsdp.use_orig_params);
+  Scenario fsdp = load_scenario_text(
+      "model: gpt2\nbatch_size: 1\nseq_len: 64\nparallel: {world_size: 2, fsdp: {use_orig_params: true}}\n" + lora, "x.yaml");
+  CHECK(fsdp.parallel.fsdp.use_orig_params);
+  CHECK(fsdp.job.training.lora.enabled);
+  for (const char* engine : {"ddp: {}", "deepspeed: {zero_optimization: {stage: 3}}"}) {
+    INFO(engine);
+    Scenario s = load_scenario_text(
+        "model: gpt2\nbatch_size: 1\nseq_len: 64\nparallel: {world_size: 2, " + std::string(engine) + "}\n" + lora, "x.yaml");
+    CHECK(s.job.training.lora.enabled);
+  }
+}
