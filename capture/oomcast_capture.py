@@ -71,6 +71,7 @@ def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None):
         forward = fold_repeats(forward, doc, builder.shape_of_name)
     doc["forward"] = forward
     doc["outputs"] = builder.outputs_section()
+    _insert_construction_temporaries(doc, base.construction_temporaries)
     optimizer, optimizer_note = runner.read_optimizer(user, model_path)
     if optimizer:
         doc["optimizer"] = optimizer
@@ -80,6 +81,42 @@ def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None):
                "fallback": sorted(set().union(*(r.fallback_ops for r in recordings))),
                "optimizer": optimizer, "optimizer_note": optimizer_note}
     return doc, summary
+
+
+def _declared_count(entries, dims):
+    """How many parameters (in model.parameters() order) a parameters: list declares."""
+    count = 0
+    for entry in entries:
+        if "repeat" in entry:
+            times = entry["repeat"]
+            times = dims.get(times, 0) if isinstance(times, str) else int(times)
+            count += times * _declared_count(entry["body"], dims)
+        elif "name" in entry and "tied_to" not in entry:
+            count += 1
+    return count
+
+
+def _insert_construction_temporaries(doc, temporaries):
+    """Writes model()'s temporaries (construction.py) into parameters: at their place in the
+    parameter order; one that falls inside a repeat goes after it."""
+    if not temporaries:
+        return
+    dims = doc.get("dims") or {}
+    out, declared, pending = [], 0, sorted(temporaries, key=lambda t: t["after"])
+
+    def flush(upto):
+        while pending and pending[0]["after"] <= upto:
+            t = pending.pop(0)
+            entry = {"construction_temporary": t["name"], "shape": t["shape"]}
+            entry["dtype"] = "param" if t["dtype"] == "float32" else t["dtype"]
+            out.append(entry)
+
+    for entry in doc["parameters"]:
+        flush(declared)
+        out.append(entry)
+        declared += _declared_count([entry], dims)
+    flush(float("inf"))
+    doc["parameters"] = out
 
 
 def _numel(shape):

@@ -131,6 +131,7 @@ class Recording:
         self.output = None
         self.loss = None
         self.fallback_ops = set()  # ops that had no meta kernel and ran on CPU copies
+        self.construction_temporaries = []  # model()'s temporaries alive at its peak (construction.py)
 
 
 class Recorder(TorchDispatchMode):
@@ -152,6 +153,7 @@ class Recorder(TorchDispatchMode):
         self._seen_nodes = set()
         self._swallowed = set()  # outputs whose autograd-save detach was already skipped
         self._saves_detach = saves_dispatch_detach()  # probed before this mode is entered
+        self.construction = None  # construction.ConstructionTracker while model() runs
 
     # ---- tensors
     def module_path(self):
@@ -287,6 +289,10 @@ class Recorder(TorchDispatchMode):
                 out = self._cpu_fallback(func, args, kwargs, err)
         if self.recording:
             self._record(func, name, schema, args, kwargs, out)
+        elif self.construction is not None:
+            flat_in = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+            flat_out = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+            self.construction.observe_op(flat_in, flat_out)
         return out
 
     def _is_autograd_save(self, t):

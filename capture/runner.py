@@ -9,6 +9,7 @@ import traceback
 import torch
 import torch.nn.functional as F
 
+from construction import constructing
 from recorder import CaptureError, Recorder, Recording, no_cyclic_gc
 
 SIZE_KEYS = ("batch_size", "seq_len", "image_size")
@@ -111,14 +112,16 @@ def record(user, path, sizes, run_optimizer=True):
     mode = Recorder(rec)
     torch.manual_seed(0)
     with no_cyclic_gc(), mode:
-        try:
-            model = user.model()
-        except CaptureError:
-            raise
-        except Exception as err:
-            raise CaptureError(f"{path}: model() failed: {_one_line(err)}{_where(err, path)}")
+        with constructing(mode) as construction:
+            try:
+                model = user.model()
+            except CaptureError:
+                raise
+            except Exception as err:
+                raise CaptureError(f"{path}: model() failed: {_one_line(err)}{_where(err, path)}")
         if not isinstance(model, torch.nn.Module):
             raise CaptureError(f"{path}: model() returned {type(model).__name__}, not an nn.Module")
+        rec.construction_temporaries = construction.finish(list(model.parameters()), list(model.buffers()))
         model.train()
         _register_state(mode, model)
         try:

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,11 +64,13 @@ struct OpNode {
 };
 
 // A tensor the model's constructor allocates and drops before it returns, such as the template
-// layer nn.TransformerEncoder deep-copies num_layers times. Built where the model is built:
-// after the first `after_parameters` parameters, freed once all of them exist.
+// layer nn.TransformerEncoder deep-copies num_layers times, or the untied lm_head weight that
+// weight tying replaces. Built where the model is built: after the first `after_parameters`
+// parameters, freed once all of them exist.
 struct ConstructionTemporary {
   uint32_t name = 0;
-  uint64_t numel = 0;  // in the parameters' dtype
+  uint64_t numel = 0;
+  std::optional<DType> dtype;  // nullopt: the dtype the parameters are built in
   size_t after_parameters = 0;
 };
 

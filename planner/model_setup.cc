@@ -41,20 +41,22 @@ void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleW
       writer->alloc(name, desc.bytes(), category);
     }
   };
-  // The constructor's temporaries exist where the model is built: on the CPU, which a CUDA
-  // job leaves with model.to(device), so only a CPU job sees them. They die when the
-  // constructor returns, with every parameter and buffer built.
+  // The constructor's temporaries exist where the model is built from its config: on the CPU,
+  // which a CUDA job leaves with model.to(device), so only a CPU job sees them; from_pretrained
+  // instantiates on the meta device and never allocates them. They die when the constructor
+  // returns, with every parameter and buffer built.
   std::vector<uint32_t> temporaries;
   bool buffers_allocated = false;
   if (parameters) {
-    const bool built_here = scenario.device.is_cpu;
+    const bool built_here = scenario.device.is_cpu && scenario.job.loading.method != LoadMethod::FromPretrained;
     const DType built_dtype = cast_after_build ? DType::Float32 : job_precision_rules(scenario).parameter_dtype;
     auto allocate_temporaries_at = [&](size_t position) {
       if (!built_here) return;
       for (const ConstructionTemporary& temporary : graph.construction_temporaries) {
         if (temporary.after_parameters != position) continue;
+        const DType dtype = temporary.dtype.value_or(built_dtype);
         temporaries.push_back(writer->alloc(writer->intern(graph.names[temporary.name] + ".construction"),
-                                            temporary.numel * dtype_bytes(built_dtype), TensorCategory::Parameter));
+                                            temporary.numel * dtype_bytes(dtype), TensorCategory::Parameter));
       }
     };
     auto free_temporaries = [&] {

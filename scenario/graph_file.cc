@@ -144,9 +144,23 @@ std::vector<Statement> GraphReader::read_declarations(const YamlNode& list, Decl
       continue;
     }
     auto decl = std::make_shared<TensorDecl>();
+    if (kind == DeclarationKind::Parameter && !item.child("construction_temporary").is_missing()) {
+      item.reject_unknown_keys({"construction_temporary", "shape", "dtype"});
+      decl->construction_temporary = true;
+      decl->name = read_template(item.child("construction_temporary"));
+      if (item.child("shape").is_missing()) {
+        item.fail("construction temporary '" + decl->name.text() + "' needs a 'shape' ([] for a scalar)");
+      }
+      decl->shape = read_shape(item.child("shape"));
+      if (!item.child("dtype").is_missing()) decl->dtype = read_dtype(item.child("dtype"));
+      statement.kind = Statement::Kind::Tensor;
+      statement.tensor = std::move(decl);
+      out.push_back(std::move(statement));
+      continue;
+    }
     switch (kind) {
       case DeclarationKind::Parameter:
-        item.reject_unknown_keys({"name", "shape", "dtype", "requires_grad", "tied_to"});
+        item.reject_unknown_keys({"name", "shape", "dtype", "requires_grad", "tied_to", "construction_temporary"});
         break;
       case DeclarationKind::Buffer:
         item.reject_unknown_keys({"name", "shape", "dtype", "when"});

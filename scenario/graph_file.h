@@ -45,6 +45,9 @@ struct TensorDecl {
   DTypeSpec dtype = DTypeSpec::Param;
   bool requires_grad = true;
   Ref tied_to;                      // parameters: another name for an earlier parameter
+  // parameters: not a parameter but a tensor the constructor allocates at this point of the
+  // parameter order and frees before it returns (`construction_temporary: NAME`); never bound.
+  bool construction_temporary = false;
   std::string when_attention;       // buffers: only for this attention backend ("" = always)
 };
 

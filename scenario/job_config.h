@@ -75,7 +75,11 @@ struct WeightsConfig {
   bool quantized() const { return format == WeightFormat::Int8 || format == WeightFormat::Nf4 || format == WeightFormat::Fp4; }
 };
 
-enum class LoadMethod { OnDevice, BuiltThenCast };
+// OnDevice: built from its config where it runs, at its final dtype. FromPretrained: the same
+// tensors, but transformers instantiates the model on the meta device (device_map /
+// low_cpu_mem_usage) and loads the weights into it, so the constructor's temporaries are never
+// allocated. BuiltThenCast: built in fp32 from its config, then model.to(dtype).
+enum class LoadMethod { OnDevice, FromPretrained, BuiltThenCast };
 
 struct LoadingConfig {
   LoadMethod method = LoadMethod::OnDevice;

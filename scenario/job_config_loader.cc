@@ -232,7 +232,9 @@ LoadingConfig read_loading(const YamlNode& node) {
     node.reject_unknown_keys({"method"});
     method = node.choice_or("method", "on_device", {"on_device", "from_pretrained", "fp32_then_cast"});
   }
-  config.method = method == "fp32_then_cast" ? LoadMethod::BuiltThenCast : LoadMethod::OnDevice;
+  config.method = method == "fp32_then_cast"    ? LoadMethod::BuiltThenCast
+                  : method == "from_pretrained" ? LoadMethod::FromPretrained
+                                                : LoadMethod::OnDevice;
   return config;
 }
 

@@ -4,6 +4,7 @@
     /usr/bin/python3 capture/tests/check_capture.py example NAME   # capture examples/NAME.py
     /usr/bin/python3 capture/tests/check_capture.py bad CASE       # a bad model file: one line, exit 2
     /usr/bin/python3 capture/tests/check_capture.py preset PRESET OOMCAST  # a captured family plans as its preset
+    /usr/bin/python3 capture/tests/check_capture.py construction CASE  # model()'s temporaries (tied, template, short_lived)
 
 An example passes when its graph file (1) binds every name before it is used and names a loss,
 (2) counts the parameters PyTorch counts, and (3) has shapes that, evaluated at sizes the
@@ -68,7 +69,8 @@ def check_names(doc):
     bound = set()
     for section in ("parameters", "buffers", "inputs"):
         for entry in doc.get(section) or []:
-            bound.add(entry["name"])
+            if "construction_temporary" not in entry:
+                bound.add(entry["name"])
     refs = {"x", "weight", "bias", "a", "b", "indices", "logits", "targets", "running_mean",
             "running_var", "q", "k", "v", "mask", "cos", "sin", "from"}
 
@@ -125,7 +127,8 @@ def check_example(name):
     from recorder import Recorder, Recording
     with Recorder(Recording()):  # on the meta device: a 6.7B model needs no memory
         expected = sum(p.numel() for p in user.model().parameters())
-    counted = sum(_numel([evaluate(d, {}) for d in p["shape"]]) for p in doc["parameters"] if "tied_to" not in p)
+    counted = sum(_numel([evaluate(d, {}) for d in p["shape"]]) for p in doc["parameters"]
+                  if "tied_to" not in p and "construction_temporary" not in p)
     if counted != expected:
         fail(f"the graph file has {counted} parameters, PyTorch counts {expected}")
     # (2b) the model file's optimizer(), when it has one, is the file's optimizer: section
@@ -282,6 +285,65 @@ def check_preset(preset, oomcast):
     print(f"PASS: {preset} captured from validate/models.py plans as the preset: " + "; ".join(report))
 
 
+def _construction_of(build):
+    """The temporaries construction.py finds while build() runs (on the meta device)."""
+    sys.path.insert(0, CAPTURE)
+    from construction import constructing
+    from recorder import Recorder, Recording
+    mode = Recorder(Recording())
+    with mode:
+        with constructing(mode) as tracker:
+            built = build()
+        return tracker.finish(list(built.parameters()), list(built.buffers()))
+
+
+def check_construction(case):
+    """construction.py on small modules whose constructor temporaries are known by hand."""
+    import torch.nn as nn
+
+    class Tied(nn.Module):  # nanoGPT's order: the embedding's own weight dies at the tie
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(100, 16)
+            self.ln = nn.LayerNorm(16)
+            self.lm_head = nn.Linear(16, 100, bias=False)
+            self.wte.weight = self.lm_head.weight
+
+    class Template(nn.Module):  # the template layer is a local of __init__: alive until it returns
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(50, 32)
+            layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, num_layers=2)
+            self.head = nn.Linear(32, 3)
+
+    class ShortLived(nn.Module):  # randn(...) / 4 frees the randn before the next parameter
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Parameter(torch.randn(8, 8) / 4)
+            self.big = nn.Linear(64, 64)
+
+    import torch
+    if case == "tied":
+        temps = _construction_of(Tied)
+        if [(t["shape"], t["after"]) for t in temps] != [([100, 16], 0)]:
+            fail(f"tied: expected the embedding's replaced [100, 16] weight, allocated first; got {temps}")
+    elif case == "template":
+        temps = _construction_of(Template)
+        numel = sum(_numel(t["shape"]) for t in temps)
+        layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+        want = sum(p.numel() for p in layer.parameters())
+        if numel != want or any(t["after"] != 1 for t in temps):
+            fail(f"template: expected one layer's {want} elements after embed.weight; got {numel}: {temps}")
+    elif case == "short_lived":
+        temps = _construction_of(ShortLived)
+        if temps:
+            fail(f"short_lived: a temporary freed before the construction peak was written: {temps}")
+    else:
+        fail(f"no construction case {case}")
+    print(f"PASS: construction {case}: {temps}")
+
+
 def main():
     skip_without_torch()
     kind, name = sys.argv[1], sys.argv[2]
@@ -291,6 +353,8 @@ def main():
         check_bad(name)
     elif kind == "preset":
         check_preset(name, sys.argv[3])
+    elif kind == "construction":
+        check_construction(name)
     else:
         fail("usage: check_capture.py example NAME | bad CASE")
     return 0

@@ -65,6 +65,9 @@ void build_gpt2(GraphBuilder& g, const ModelConfig& model) {
   TensorId ln_f_weight = g.parameter("ln_f.weight", {hidden});
   TensorId ln_f_bias = maybe_bias("ln_f.bias", hidden);
   g.pop_module();
+  // Tied: the constructor builds an untied lm_head (nanoGPT: wte's own weight) that tying then
+  // drops, so both [vocab, hidden] matrices exist until it returns.
+  if (tied) g.construction_temporary("lm_head.weight", {vocab, hidden});
   TensorId lm_head = tied ? wte : g.parameter("lm_head.weight", {vocab, hidden});
 
   TensorId idx = g.input("idx", tokens, DType::Int64);

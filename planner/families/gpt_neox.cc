@@ -165,6 +165,8 @@ void build_gpt_neox(GraphBuilder& g, const ModelConfig& model) {
   TensorId final_b = g.parameter("final_layer_norm.bias", {s.hidden});
   g.buffer("rotary_emb.inv_freq", static_cast<uint64_t>(s.rotary_dims / 2), DType::Float32);
   g.pop_module();
+  // Tied (Falcon): nn.Linear builds its own weight before tying replaces it with the embedding's.
+  if (s.tied) g.construction_temporary("embed_out.weight", {s.vocab, s.hidden});
   TensorId lm_head = s.tied ? embed : g.parameter("embed_out.weight", {s.vocab, s.hidden});
   TensorId lm_bias = s.lm_head_bias ? g.parameter("embed_out.bias", {s.vocab}) : kNoTensor;
 

@@ -3,6 +3,7 @@
 #include "planner/families/graph_file_builder.h"
 
 #include <functional>
+#include <optional>
 
 #include "planner/families/families.h"
 
@@ -188,6 +189,14 @@ void GraphFileBuilder::declare_parameters(const std::vector<graph::Statement>& s
     }
     const graph::TensorDecl& decl = *statement.tensor;
     std::string name = decl.name.render(env_);
+    if (decl.construction_temporary) {
+      Shape shape = eval_shape(decl.shape, statement.where);
+      checked_numel(shape, statement.where);
+      std::optional<DType> dtype;  // `param`: the dtype the parameters are built in
+      if (decl.dtype != graph::DTypeSpec::Param) dtype = dtype_of(decl.dtype, DType::Float32);
+      g_.construction_temporary(name, std::move(shape), dtype);
+      continue;
+    }
     if (names_.count(name)) fail_at(statement.where, name, "'" + name + "' is declared twice");
     if (decl.tied_to.present()) {
       const Binding& target = lookup(decl.tied_to, nullptr);

@@ -88,13 +88,24 @@ std::string export_graph_file(const LayerGraph& graph, const std::string& name, 
     out << "sizes:\n  " << size.key << ": {default: " << size.value << ", max: " << size.value << "}\n";
   }
   out << "parameters:\n";
+  // The constructor's temporaries at their place in the parameter order; `param` keeps the
+  // dtype the scenario builds parameters in (fp32 under fp32_then_cast), as the family plans it.
+  auto write_temporaries_at = [&](size_t position) {
+    for (const ConstructionTemporary& temporary : graph.construction_temporaries) {
+      if (temporary.after_parameters != position) continue;
+      out << "  - {construction_temporary: " << quoted(graph.names[temporary.name]) << ", shape: [" << temporary.numel
+          << "], dtype: " << (temporary.dtype ? dtype_name(*temporary.dtype) : "param") << "}\n";
+    }
+  };
   for (size_t p = 0; p < graph.parameters.size(); ++p) {
+    write_temporaries_at(p);
     const TensorDesc& desc = graph.tensors[graph.parameters[p]];
     out << "  - {name: " << variable(graph.parameters[p]) << ", shape: [";
     const auto& shape = graph.parameter_shapes[p];
     for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
     out << "], dtype: " << dtype_name(desc.dtype) << (desc.requires_grad ? "" : ", requires_grad: false") << "}\n";
   }
+  write_temporaries_at(graph.parameters.size());
   out << (graph.buffers.empty() ? "buffers: []\n" : "buffers:\n");
   for (TensorId id : graph.buffers) {
     out << "  - {name: " << variable(id) << ", shape: [" << graph.tensors[id].numel

@@ -188,6 +188,8 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
   // rotary_emb.inv_freq: a non-persistent fp32 buffer that .to(device) still moves.
   g.buffer("rotary_emb.inv_freq", static_cast<uint64_t>(s.head_dim / 2), DType::Float32);
   g.pop_module();
+  // Tied: nn.Linear builds its own weight before tie_weights() replaces it with the embedding's.
+  if (s.tied) g.construction_temporary("lm_head.weight", {s.vocab, s.hidden});
   TensorId lm_head = s.tied ? embed : g.parameter("lm_head.weight", {s.vocab, s.hidden});
 
   TensorId input_ids = g.input("input_ids", tokens, DType::Int64);

@@ -83,10 +83,12 @@ TensorId GraphBuilder::adapter_parameter(std::string_view leaf, std::vector<int6
   return id;
 }
 
-void GraphBuilder::construction_temporary(std::string_view leaf, std::vector<int64_t> shape) {
+void GraphBuilder::construction_temporary(std::string_view leaf, std::vector<int64_t> shape,
+                                          std::optional<DType> dtype) {
   ConstructionTemporary temporary;
   temporary.name = intern(qualified(leaf));
   temporary.numel = shape_numel(shape);
+  temporary.dtype = dtype;
   temporary.after_parameters = graph_.parameters.size();
   graph_.construction_temporaries.push_back(temporary);
 }

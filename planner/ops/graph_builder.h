@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -67,8 +68,10 @@ class GraphBuilder {
   // A LoRA adapter's weight: always trainable, in `dtype`, registered when the forward reaches it.
   TensorId adapter_parameter(std::string_view leaf, std::vector<int64_t> shape, DType dtype);
   // A tensor of the constructor that is not a parameter of the finished model (a template
-  // module that gets deep-copied), allocated at this point of the parameter order.
-  void construction_temporary(std::string_view leaf, std::vector<int64_t> shape);
+  // module that gets deep-copied, a weight that tying replaces), allocated at this point of the
+  // parameter order; `dtype` nullopt: the dtype the parameters are built in.
+  void construction_temporary(std::string_view leaf, std::vector<int64_t> shape,
+                              std::optional<DType> dtype = std::nullopt);
   // Registers a persistent buffer.
   TensorId buffer(std::string_view leaf, uint64_t numel, DType dtype);
   // A batch tensor loaded by the training loop (token ids, targets, images).
