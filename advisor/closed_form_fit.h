@@ -1,10 +1,15 @@
 // fit_closed_form(): a least-squares fit (Eigen) of peak memory against batch B and sequence
 // length S from a handful of simulations, peak ≈ a + b·B + c·B·S + d·B·S², so users can
 // reason about a scenario with a formula; a + b·B for models without a sequence (vision, MLP).
-// A training step's allocated peak is the larger of two laws (peak_regimes.h): forward and
-// backward, and the optimizer step. Each is fitted to its own phases' peaks and the formula
-// is their max, because one polynomial across the point where they cross leaves a residual
-// of several percent at the small-B·S corner where the step sets the peak.
+// A step's allocated peak is the largest of several laws, one per moment of the step that
+// can set it: the optimizer step at small B·S, the loss's logits at large B·S, an FSDP
+// unit's gathered parameters in between. One polynomial across the points where they cross
+// bends and leaves residuals of several percent, so the fit finds, for every simulated (B, S),
+// the event its peak is at (the same event index names the same moment in every sample's
+// schedule, fit_moments.h), fits one law per such moment to what is live there in every
+// sample, and takes their max. Where the schedules differ in structure (a cpu device, a
+// steady-state window), it falls back to two laws: forward/backward and the optimizer step
+// (peak_regimes.h), each fitted to its own phases' peaks.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +27,8 @@ struct FitSample {
   double peak_bytes = 0;       // what was simulated
   double fitted_bytes = 0;     // what the formula gives
   bool step_sets_peak = false; // the optimizer step, not forward/backward, set the simulated peak
+  std::string peak_phase;      // the phase of the moment whose law gives fitted_bytes (moment fits)
+  size_t peak_event = 0;       // and that moment's event
   double activation_peak_bytes = 0;  // the two regimes' simulated peaks (allocated metric only)
   double step_peak_bytes = 0;
   double residual() const { return peak_bytes - fitted_bytes; }
@@ -33,12 +40,26 @@ struct FitLaw {
   double at(int64_t batch, int64_t seq_len, bool has_sequence) const;
 };
 
+// One moment of the step that sets some sample's peak: an event of the schedule, and the law
+// of what is live there.
+struct FitMoment {
+  std::string phase;           // the phase mark it lies in: "iter1/backward"
+  size_t event = 0;            // its index in the schedule
+  bool optimizer_step = false; // in an optimizer-step phase
+  FitLaw law;
+};
+
 struct ClosedFormFit {
   bool has_sequence = true;    // false: only a + b·B
   std::string metric;          // "peak_reserved_bytes" or "peak_allocated_bytes"
-  double a = 0, b = 0, c = 0, d = 0;  // forward/backward (the whole peak without a step law)
-  // The optimizer step's own law, for the allocated metric of a training job; the fitted peak
-  // is then max(a + b·B + ..., step law).
+  // The law of the scenario's own peak: its moment's (moment fits), forward/backward (the
+  // two-law fallback), or the whole peak (one law).
+  double a = 0, b = 0, c = 0, d = 0;
+  // The allocated metric: the fitted peak is the max over these moments' laws.
+  std::vector<FitMoment> moments;
+  // The two-law fallback: the optimizer step's own law; the fitted peak is then
+  // max(a + b·B + ..., step law). With moments, true when one of them is in the optimizer
+  // step, and `step` is the largest of those at the scenario's (B, S).
   bool has_step_law = false;
   FitLaw step;
   std::vector<FitSample> samples;
@@ -47,6 +68,8 @@ struct ClosedFormFit {
 
   FitLaw activations() const { return FitLaw{a, b, c, d}; }
   double predict(int64_t batch, int64_t seq_len) const;
+  // The law that gives the fitted peak at (B, S).
+  FitLaw law_at(int64_t batch, int64_t seq_len) const;
   // "peak allocated ≈ max(1.51 GiB + 272.73 KiB·B + ..., 2.07 GiB + ...)"
   std::string formula() const;
   // The largest batch whose fitted peak stays within `budget_bytes` at `seq_len` (0 if none).
@@ -64,8 +87,9 @@ ClosedFormFit fit_closed_form(const Scenario& scenario, FitMetric metric = FitMe
 // The formula, the samples with their residuals and regimes, and the worst residual.
 std::string render_fit_text(const ClosedFormFit& fit);
 // {"formula", "metric", "has_sequence", "coefficients": {a, b, c, d}, "step_coefficients":
-//  {a, b, c, d} or null, "samples": [{batch, seq_len, peak_bytes, fitted_bytes, residual_bytes,
-//  peak_set_by}], "max_abs_residual_bytes", "max_relative_residual"}
+//  {a, b, c, d} or null, "moments": [{phase, event, optimizer_step, coefficients}], "samples":
+//  [{batch, seq_len, peak_bytes, fitted_bytes, residual_bytes, peak_set_by, peak_phase}],
+//  "max_abs_residual_bytes", "max_relative_residual"}
 std::string render_fit_json(const ClosedFormFit& fit);
 
 }  // namespace oomcast::planner

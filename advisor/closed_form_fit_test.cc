@@ -1,7 +1,9 @@
 // Tests of the closed-form fit: its residuals are small on bundled presets, where activations
-// set the peak and where the optimizer step does, and a vision model gets a + b·B only.
+// set the peak, where the optimizer step does, and where several moments take turns (FSDP,
+// fp32 AdamW); a vision model gets a + b·B only.
 #include "advisor/closed_form_fit.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <catch2/catch.hpp>
@@ -40,15 +42,42 @@ TEST_CASE("The closed-form fit of BERT-base is within 1% of every simulation, wh
   CHECK(render_fit_text(fit).find("optimizer step") != std::string::npos);
 }
 
-TEST_CASE("The fitted peak is the larger of the forward/backward law and the optimizer-step law") {
+TEST_CASE("The fitted peak is the largest of the laws of the moments that set a simulated peak") {
   Scenario scenario = load_scenario(kScenarios + "bert-base-amp-fp16-t4.yaml");
   ClosedFormFit fit = fit_closed_form(scenario, FitMetric::PeakAllocated, 2);
-  REQUIRE(fit.has_step_law);
+  REQUIRE(fit.moments.size() >= 2);
   for (const auto& sample : fit.samples) {
-    double activations = fit.activations().at(sample.batch, sample.seq_len, fit.has_sequence);
-    double step = fit.step.at(sample.batch, sample.seq_len, fit.has_sequence);
-    CHECK(sample.fitted_bytes == Approx(std::max(activations, step)));
+    double largest = 0;
+    for (const FitMoment& moment : fit.moments) largest = std::max(largest, moment.law.at(sample.batch, sample.seq_len, fit.has_sequence));
+    CHECK(sample.fitted_bytes == Approx(largest));
+    CHECK_FALSE(sample.peak_phase.empty());
   }
+}
+
+TEST_CASE("The closed-form fit of FSDP Llama-2-7B is within 1% of every simulation") {
+  // With full checkpointing the peak is a backward moment holding a unit's gathered
+  // parameters at few tokens and the loss's logits at many; one law across both left 7.18%.
+  Scenario scenario = load_scenario(kScenarios + "llama-2-7b-fsdp-full-shard-8xh100.yaml");
+  ClosedFormFit fit = fit_closed_form(scenario, FitMetric::PeakAllocated, 2);
+  CHECK(fit.moments.size() >= 2);
+  CHECK(fit.max_relative_residual < 0.01);
+}
+
+TEST_CASE("The closed-form fit of fp32 Llama-2-7B with AdamW is within 1% of every simulation") {
+  // The optimizer step sets the peak up to B·S = 3·1024; beyond it forward/backward moments
+  // do, at slopes one law did not follow (2.78%).
+  Scenario scenario = load_scenario(kScenarios + "llama-2-7b-fp32-adamw-oom.yaml");
+  ClosedFormFit fit = fit_closed_form(scenario, FitMetric::PeakAllocated, 2);
+  CHECK(fit.has_step_law);
+  CHECK(fit.max_relative_residual < 0.01);
+}
+
+TEST_CASE("A cpu scenario keeps the two-law fit of forward/backward and the optimizer step") {
+  // The cpu device has no caching allocator to read moments from.
+  Scenario scenario = load_scenario(kScenarios + "gpt2-tiny-cpu.yaml");
+  ClosedFormFit fit = fit_closed_form(scenario, FitMetric::PeakAllocated, 2);
+  CHECK(fit.moments.empty());
+  CHECK(fit.max_relative_residual < 0.01);
 }
 
 TEST_CASE("The reserved-memory fit keeps one law: reserved memory is not given back between phases") {
