@@ -11,9 +11,30 @@ std::string seconds_text(double seconds) {
   return fmt::format("{:.0f} µs", seconds * 1e6);
 }
 
+namespace {
+
+// generate(): the whole call, its prefill, and the decode steps per token.
+std::string generation_text(const StepTime& t) {
+  std::string text = fmt::format("generation time {} for {:.0f} new tokens ({} sequence{}): {:.0f} tokens/s overall (estimate; docs/step-time.md)\n",
+                                 seconds_text(t.step_seconds), t.tokens_per_step, t.sequences, t.sequences == 1 ? "" : "s",
+                                 t.tokens_per_second());
+  text += fmt::format("  prefill {}, decode {} per step ({} steps): {:.1f} tokens/s per sequence, {:.0f} tokens/s for the {}\n",
+                      seconds_text(t.prefill_seconds), seconds_text(t.decode_seconds_per_step()), t.decode_steps,
+                      t.decode_seconds_per_step() > 0.0 ? 1.0 / t.decode_seconds_per_step() : 0.0,
+                      t.decode_tokens_per_second(), t.sequences == 1 ? std::string("sequence") : fmt::format("{} sequences", t.sequences));
+  if (t.ops_without_flops > 0) {
+    text += fmt::format("  {} matmul-class op(s) of unknown FLOPs were timed by their bytes alone (a lower bound)\n",
+                        t.ops_without_flops);
+  }
+  return text;
+}
+
+}  // namespace
+
 std::string step_time_text(const Prediction& prediction) {
   const StepTime& t = prediction.step_time;
   if (!t.modelled) return fmt::format("step time not modelled: {}\n", t.not_modelled);
+  if (t.generation) return generation_text(t);
   std::string rate = t.tokens_per_step > 0.0 ? fmt::format("{:.0f} tokens/s", t.tokens_per_second())
                                              : fmt::format("{:.1f} samples/s", t.samples_per_second());
   std::string text = fmt::format("step time {} per optimizer step ({} micro-batch{}), {} per GPU", seconds_text(t.step_seconds),
@@ -60,6 +81,13 @@ nlohmann::ordered_json step_time_json(const StepTime& t) {
       t.tokens_per_step > 0.0 ? Json(t.tokens_per_second() * static_cast<double>(t.ranks)) : Json(nullptr);
   json["model_flops_utilization"] = t.model_flops_utilization;
   json["ops_without_flops"] = t.ops_without_flops;
+  json["generation"] = t.generation ? Json{{"prefill_seconds", t.prefill_seconds},
+                                           {"decode_seconds", t.decode_seconds},
+                                           {"decode_steps", t.decode_steps},
+                                           {"decode_seconds_per_step", t.decode_seconds_per_step()},
+                                           {"decode_tokens_per_second", t.decode_tokens_per_second()},
+                                           {"sequences", t.sequences}}
+                                    : Json(nullptr);
   return json;
 }
 

@@ -18,7 +18,9 @@ std::string step_time_text(const Prediction& prediction);
 // forward_seconds, backward_seconds, recompute_seconds, optimizer_seconds,
 // communication_seconds, communication_exposed_seconds, offload_seconds, offload_overlapped,
 // micro_batches, ranks, samples_per_second, tokens_per_second (per GPU; null for models without
-// tokens), job_tokens_per_second, model_flops_utilization, ops_without_flops.
+// tokens), job_tokens_per_second, model_flops_utilization, ops_without_flops, generation:
+// {prefill_seconds, decode_seconds, decode_steps, decode_seconds_per_step,
+// decode_tokens_per_second, sequences} for a generate job, else null.
 void add_step_time_json(const Prediction& prediction, nlohmann::ordered_json& json);
 
 // The same object for a StepTime alone (whatif rows reuse it).

@@ -37,6 +37,7 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
   d.peak_reserved_bytes = baseline.peak_reserved_bytes;
   d.oom_message = baseline.oom_message;
   d.step_seconds = baseline.step_time.step_seconds;
+  d.step_is_generation = baseline.step_time.generation;
   report_progress(kTask, 1, kStages);
   d.patterns = detect_patterns(source, scenario, baseline, options.jobs, &d.leak);
   d.fits = baseline.fits && !d.leak;  // a job that grows every iteration does not fit, whatever it simulates to
@@ -83,7 +84,10 @@ std::string render_whatif_text(const Diagnosis& d) {
     text += fmt::format("  * {} [{}]\n      {}\n      rule: {}\n", p.title, p.id, p.evidence, p.rule);
   }
   auto step = [](double seconds) { return seconds > 0.0 ? seconds_text(seconds) : std::string("n/a"); };
-  if (d.step_seconds > 0.0) text += fmt::format("step time {} per optimizer step (docs/step-time.md)\n", step(d.step_seconds));
+  if (d.step_seconds > 0.0) {
+    text += fmt::format("step time {} per {} (docs/step-time.md)\n", step(d.step_seconds),
+                        d.step_is_generation ? "generate() call" : "optimizer step");
+  }
   text += "\nfixes, ranked by simulated saving of peak reserved memory\n";
   text += fmt::format("  {:>2}  {:<62} {:>11} {:>11} {:>11}  {:>10}  {}\n", "#", "change", "before", "after", "saving",
                       "step after", "fits");

@@ -82,6 +82,7 @@ struct Diagnosis {
   std::optional<std::string> recommended_alloc_conf;
   std::optional<ClosedFormFit> fit;
   double step_seconds = 0.0;            // the scenario's own step time (0: not modelled)
+  bool step_is_generation = false;      // step_seconds is one generate() call, not an optimizer step
   std::optional<Recommendation> recommendation;  // none when it already fits or nothing found fits
   std::vector<std::string> recommendation_notes; // what was tried when nothing fits
   double seconds = 0.0;

@@ -21,6 +21,7 @@
 #include "base/input_error.h"
 #include "planner/checkpointing.h"
 #include "planner/cuda_graph_capture.h"
+#include "planner/generation_time.h"
 #include "planner/families/families.h"
 #include "planner/graph_prune.h"
 #include "planner/graph_runner.h"
@@ -226,7 +227,6 @@ PlannedTrace plan_generate_job(const Scenario& s) {
   const CacheShape shape = cache_shape(s, sequences, prefill.num_units);
 
   PlannedTrace out;
-  out.step_time.not_modelled = "generation (prefill and decode steps) is not in the step-time model";
   out.parameter_count = prefill.parameter_count();
   ScheduleWriter writer(&out);
   writer.reserve(prefill.ops.size() * 3 + decode.ops.size() * 3 * static_cast<size_t>(config.new_tokens) +
@@ -255,6 +255,18 @@ PlannedTrace plan_generate_job(const Scenario& s) {
   uint32_t previous_tokens = UINT32_MAX;
   const CudaGraphConfig* decode_graphs = captured_graph_config(s, CapturedPhase::Decode);
   const bool decode_replays = decode_graphs && replayed_batch_size(*decode_graphs, sequences) > 0;
+  GenerationShape timing;
+  timing.sequences = sequences;
+  timing.prompt = prompt;
+  timing.new_tokens = config.new_tokens;
+  timing.layers = shape.layers;
+  timing.cache_bytes_per_token = shape.bytes_per_token;
+  timing.repeated_bytes_per_token = shape.repeated_per_token;
+  timing.dynamic_cache = config.cache == KvCacheKind::Dynamic;
+  timing.max_cache_len = config.max_cache_len > 0 ? config.max_cache_len : prompt + config.new_tokens;
+  timing.beam_reorder = config.num_beams > 1;
+  timing.decode_replayed = decode_replays;
+  out.step_time = estimate_generation_time(s, prefill, decode, timing);
   CapturedGraphs captured;
   for (int64_t step = 0; step < config.new_tokens; ++step) {
     const bool first = step == 0;

@@ -119,7 +119,7 @@ double matmul_peak_tflops(DType dtype, OpKind kind, const DeviceThroughput& devi
   return peak > 0.0 ? peak : device.fp32_tflops;
 }
 
-double kernel_seconds(const OpCost& cost, OpKind kind, const DeviceThroughput& device) {
+double kernel_seconds(const OpCost& cost, OpKind kind, const DeviceThroughput& device, double floor_seconds) {
   if (cost.kernels <= 0.0 || !device.known()) return 0.0;
   double memory = cost.bytes / (device.hbm_gbps * 1e9 * kHbmFraction);
   double compute = 0.0;
@@ -127,7 +127,7 @@ double kernel_seconds(const OpCost& cost, OpKind kind, const DeviceThroughput& d
     double peak = cost.matmul_class ? matmul_peak_tflops(cost.compute_dtype, kind, device) : device.fp32_tflops;
     compute = cost.flops / (peak * 1e12 * (cost.matmul_class ? kMatmulPeakFraction : 1.0));
   }
-  return std::max({compute, memory, cost.kernels * kOpFloorSeconds});
+  return std::max({compute, memory, cost.kernels * floor_seconds});
 }
 
 }  // namespace oomcast::planner

@@ -34,8 +34,10 @@ OpCost forward_cost(const LayerGraph& graph, const OpNode& op);
 OpCost backward_cost(const LayerGraph& graph, const OpNode& op);
 
 // max(FLOPs / (peak of its dtype × kMatmulPeakFraction), bytes / (HBM × kHbmFraction)), at
-// least kOpFloorSeconds per kernel.
-double kernel_seconds(const OpCost& cost, OpKind kind, const DeviceThroughput& device);
+// least `floor_seconds` per kernel (kOpFloorSeconds eagerly; 0 for a replayed CUDA graph,
+// whose launches need no CPU).
+double kernel_seconds(const OpCost& cost, OpKind kind, const DeviceThroughput& device,
+                      double floor_seconds = kOpFloorSeconds);
 
 // The peak, TFLOP/s, a matmul-class op of this dtype runs at: the dtype's tensor cores, TF32
 // for fp32 convolutions (cuDNN's default), plain FP32 for fp32 matmuls (PyTorch's default

@@ -46,6 +46,19 @@ struct StepTime {
   double tokens_per_step = 0.0;  // on this rank; 0 for models without tokens (vision, mlp)
   int64_t ranks = 1;
   uint64_t ops_without_flops = 0;  // matmul-class ops timed by their bytes (FLOPs unknown)
+  // Generation (`job: generate`, generation_time.h): step_seconds is the whole generate()
+  // call, prefill plus decode; tokens_per_step the tokens it generates.
+  bool generation = false;
+  double prefill_seconds = 0.0;
+  double decode_seconds = 0.0;   // every decode step
+  int64_t decode_steps = 0;      // new_tokens - 1 (the prefill makes the first token)
+  int64_t sequences = 0;         // generated in parallel
+  double decode_seconds_per_step() const { return decode_steps > 0 ? decode_seconds / static_cast<double>(decode_steps) : 0.0; }
+  // Tokens per second of the decode steps alone, all sequences.
+  double decode_tokens_per_second() const {
+    const double per_step = decode_seconds_per_step();
+    return per_step > 0.0 ? static_cast<double>(sequences) / per_step : 0.0;
+  }
   // Per checkpoint unit, one micro-batch: the forward time of its ops (what recomputing it
   // whole costs) — the cost side of checkpointing: auto.
   std::vector<double> unit_forward_seconds;

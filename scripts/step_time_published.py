@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Compares oomcast's step-time model with published training throughputs.
+"""Compares oomcast's step-time model with published training and decode throughputs.
 
 Runs `oomcast plan --json` on each scenario in scenarios/published/ and prints predicted
-against published tokens/s per GPU as a Markdown table (the one docs/step-time.md shows).
+against published tokens/s per GPU as Markdown tables (the ones docs/step-time.md shows):
+training steps, then generation's decode steps.
 With --check LOW HIGH it exits 1 when a predicted/published ratio falls outside [LOW, HIGH].
 
     python3 scripts/step_time_published.py [--oomcast build/oomcast] [--check 0.5 2.0]
@@ -22,6 +23,13 @@ PUBLISHED = [
      "PyTorch blog (IBM/Meta) Maximizing training throughput using PyTorch FSDP: 3,700 tokens/s/GPU"),
     ("scenarios/published/llama-2-paper-7b-a100.yaml", 3_014,
      "Llama 2 paper Table 2: 2.0T tokens in 184,320 A100-80GB GPU-hours"),
+]
+
+# Generation: (scenario, published decode tokens/s for all sequences, where it comes from)
+PUBLISHED_DECODE = [
+    ("scenarios/published/gpt-fast-llama-2-7b-a100-decode.yaml", 104.9,
+     "gpt-fast README (pytorch-labs/gpt-fast): Llama-2-7B bf16, batch 1, torch.compile + static cache, "
+     "A100-80GB at 330 W: 104.9 tokens/s (1,397 GB/s)"),
 ]
 
 
@@ -49,6 +57,22 @@ def main():
                                                     "optimizer_seconds", "communication_exposed_seconds"))
         name = scenario.split("/")[-1]
         print(f"| {name} | {predicted:,.0f} | {published:,} | {ratio:.2f} | {t['model_flops_utilization']:.2f} | {split} s | {source} |")
+        if args.check and not args.check[0] <= ratio <= args.check[1]:
+            outside.append(f"{name}: ratio {ratio:.2f} outside [{args.check[0]}, {args.check[1]}]")
+    print()
+    print("| scenario | predicted decode tokens/s | published | ratio | decode step | prefill | source |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for scenario, published, source in PUBLISHED_DECODE:
+        t = predict(args.oomcast, scenario)
+        if not t["modelled"] or not t["generation"]:
+            outside.append(f"{scenario}: generation not modelled ({t['not_modelled']})")
+            continue
+        g = t["generation"]
+        predicted = g["decode_tokens_per_second"]
+        ratio = predicted / published
+        name = scenario.split("/")[-1]
+        print(f"| {name} | {predicted:,.1f} | {published:,} | {ratio:.2f} | {g['decode_seconds_per_step'] * 1e3:.2f} ms "
+              f"| {g['prefill_seconds'] * 1e3:.2f} ms | {source} |")
         if args.check and not args.check[0] <= ratio <= args.check[1]:
             outside.append(f"{name}: ratio {ratio:.2f} outside [{args.check[0]}, {args.check[1]}]")
     for line in outside:
