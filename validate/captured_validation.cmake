@@ -5,13 +5,7 @@
 file(GLOB OOMCAST_CAPTURED_SCENARIOS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/validate/captured/*.yaml)
 foreach(scenario ${OOMCAST_CAPTURED_SCENARIOS})
   get_filename_component(name ${scenario} NAME_WE)
-  # A scenario with a known, documented gap says `# validation-tolerance: N%` on a line of its own.
-  set(tolerance ${OOMCAST_VALIDATION_TOLERANCE})
-  file(STRINGS ${scenario} own_tolerance REGEX "^# validation-tolerance: [0-9.]+%")
-  if(own_tolerance)
-    string(REGEX REPLACE "^# validation-tolerance: ([0-9.]+%).*" "\\1" tolerance "${own_tolerance}")
-  endif()
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${scenario})
+  oomcast_validation_tolerance(${scenario} tolerance)
   add_test(NAME cpu_validation.captured.${name}
            COMMAND sh ${PROJECT_SOURCE_DIR}/validate/check_captured.sh $<TARGET_FILE:oomcast> ${name}
                    ${PROJECT_BINARY_DIR}/cpu_validation ${tolerance})

@@ -2,16 +2,24 @@
 # scenario with real PyTorch (validate/capture.py) and comparing it with the planner
 # (`oomcast compare`). Skipped (exit 77) where /usr/bin/python3 has no torch.
 set(OOMCAST_VALIDATION_TOLERANCE "3%" CACHE STRING "largest per-phase error of the CPU validation, of the real peak")
-file(GLOB OOMCAST_VALIDATION_SCENARIOS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/validate/scenarios/*.yaml)
-foreach(scenario ${OOMCAST_VALIDATION_SCENARIOS})
-  get_filename_component(name ${scenario} NAME_WE)
-  # A scenario with a known, documented gap says `# validation-tolerance: N%` on a line of its own.
+
+# The tolerance of one validation scenario: OOMCAST_VALIDATION_TOLERANCE, unless the scenario has
+# a known, documented gap and says `# validation-tolerance: N%` on a line of its own. Reconfigures
+# when the scenario changes. (Also used by validate/captured_validation.cmake.)
+function(oomcast_validation_tolerance scenario result)
   set(tolerance ${OOMCAST_VALIDATION_TOLERANCE})
   file(STRINGS ${scenario} own_tolerance REGEX "^# validation-tolerance: [0-9.]+%")
   if(own_tolerance)
     string(REGEX REPLACE "^# validation-tolerance: ([0-9.]+%).*" "\\1" tolerance "${own_tolerance}")
   endif()
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${scenario})
+  set(${result} ${tolerance} PARENT_SCOPE)
+endfunction()
+
+file(GLOB OOMCAST_VALIDATION_SCENARIOS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/validate/scenarios/*.yaml)
+foreach(scenario ${OOMCAST_VALIDATION_SCENARIOS})
+  get_filename_component(name ${scenario} NAME_WE)
+  oomcast_validation_tolerance(${scenario} tolerance)
   add_test(NAME cpu_validation.${name}
            COMMAND sh ${PROJECT_SOURCE_DIR}/validate/check_scenario.sh $<TARGET_FILE:oomcast> ${scenario}
                    ${PROJECT_BINARY_DIR}/cpu_validation ${tolerance})
