@@ -102,6 +102,10 @@ class SteadyStateWatch {
         case sim::EventKind::CaptureBegin:
         case sim::EventKind::CaptureEnd:
         case sim::EventKind::GraphRelease:
+        case sim::EventKind::CaptureJoin:
+        case sim::EventKind::MemPoolEnter:
+        case sim::EventKind::MemPoolExit:
+        case sim::EventKind::MemPoolRelease:
           // Deferred frees and graph pools make the allocator's state depend on when streams synchronise, which
           // the block comparison below does not capture: such a plan is replayed in full.
           broken_ = true;

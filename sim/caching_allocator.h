@@ -4,7 +4,8 @@
 // CUDACachingAllocator.cpp so docs/allocator-model.md needs no translation column.
 // Single-threaded; one stream partition per stream id; CUDA events of record_stream are
 // modelled by the synchronisation points the caller reports (sim/stream_events.cc). CUDA
-// graph captures allocate from private pools (sim/graph_pools.cc).
+// graph captures and torch.cuda.MemPool contexts allocate from private pools
+// (sim/graph_pools.cc).
 #pragma once
 
 #include <cstdint>
@@ -87,13 +88,24 @@ class CachingAllocator {
   // (created on first use, else one more user) until end_allocate_to_pool. Returns false,
   // changing nothing, where PyTorch fails an internal assert: the pool is already being
   // captured into, or every graph using it was released while it still holds segments.
-  bool begin_allocate_to_pool(uint64_t pool_id, uint64_t stream);
-  // CUDAGraph::capture_end. Returns false if no capture into `pool_id` is underway.
+  // With `every_stream` (torch.cuda.use_mem_pool: the thread's allocations, on any stream)
+  // `stream` is ignored.
+  bool begin_allocate_to_pool(uint64_t pool_id, uint64_t stream, bool every_stream = false);
+  // A side stream joins the capture into `pool_id` (it waited on the capturing stream inside
+  // the capture): until the capture ends its allocations go to the same pool. Returns false
+  // if no graph capture into `pool_id` is underway.
+  bool join_capture(uint64_t pool_id, uint64_t stream);
+  // CUDAGraph::capture_end, or the end of a use_mem_pool context. Returns false if no
+  // capture into `pool_id` is underway.
   bool end_allocate_to_pool(uint64_t pool_id);
+  // torch.cuda.MemPool(): a user pool with one user, the pool object. Returns false if the
+  // id is taken.
+  bool create_pool(uint64_t pool_id);
   // A graph using the pool is destroyed or reset: one user fewer. At zero its free segments
   // become releasable. Returns false if the pool has no user left to release.
   bool release_pool(uint64_t pool_id);
-  bool capture_underway() const { return !captures_underway_.empty(); }
+  // A CUDA graph capture (not a use_mem_pool context) is underway: synchronising is illegal.
+  bool graph_capture_underway() const;
   // The live private pool `pool_id` (also one whose graphs are all released but which still
   // holds segments), or nullptr.
   const PrivatePool* private_pool(uint64_t pool_id) const;
@@ -199,9 +211,15 @@ class CachingAllocator {
   size_t pending_frees_ = 0;
   std::map<uint64_t, std::unique_ptr<PrivatePool>> private_pools_;  // by MempoolId
   std::vector<PrivatePool*> freeable_private_pools_;                 // use_count 0, segments left
+  // PyTorch's captures_underway: the pools that take allocations now, each with the streams
+  // it takes them from. A use_mem_pool context is one too, so while it is open, as during a
+  // capture, events are not polled and the OOM retry does not flush the cache.
   struct CaptureUnderway {
     uint64_t pool_id;
     uint64_t stream;
+    bool every_stream = false;            // a use_mem_pool context
+    std::vector<uint64_t> joined_streams;  // side streams that joined a graph capture
+    bool takes(uint64_t s) const;
   };
   std::vector<CaptureUnderway> captures_underway_;
   // Frees of record_stream'd blocks during a capture: events may not be recorded while a

@@ -1,7 +1,9 @@
 // CUDA graph private pools (torch.cuda.graph, torch.compile "reduce-overhead", the decode
-// graphs of serving engines): begin/end of a capture into a pool, the release of a graph,
-// and the pool lookup malloc makes while a capture is underway. Behaviour as in PyTorch's
-// beginAllocateToPool / endAllocateToPool / releasePool and release_cached_blocks.
+// graphs of serving engines) and torch.cuda.MemPool user pools: begin/end of a capture or a
+// use_mem_pool context, side streams joining a capture, the release of a graph or a pool,
+// and the pool lookup malloc makes while one is underway. Behaviour as in PyTorch's
+// beginAllocateToPool (with its stream filter) / endAllocateToPool / releasePool and
+// release_cached_blocks.
 #include <algorithm>
 
 #include "sim/caching_allocator.h"
@@ -18,7 +20,32 @@ const PrivatePool* CachingAllocator::private_pool(uint64_t pool_id) const {
   return found == private_pools_.end() ? nullptr : found->second.get();
 }
 
-bool CachingAllocator::begin_allocate_to_pool(uint64_t pool_id, uint64_t stream) {
+bool CachingAllocator::CaptureUnderway::takes(uint64_t s) const {
+  if (every_stream || s == stream) return true;
+  return std::find(joined_streams.begin(), joined_streams.end(), s) != joined_streams.end();
+}
+
+bool CachingAllocator::graph_capture_underway() const {
+  return std::any_of(captures_underway_.begin(), captures_underway_.end(),
+                     [](const CaptureUnderway& capture) { return !capture.every_stream; });
+}
+
+bool CachingAllocator::create_pool(uint64_t pool_id) {
+  if (find_private_pool(pool_id)) return false;
+  private_pools_.emplace(pool_id, std::make_unique<PrivatePool>(pool_id));
+  return true;
+}
+
+bool CachingAllocator::join_capture(uint64_t pool_id, uint64_t stream) {
+  for (CaptureUnderway& capture : captures_underway_) {
+    if (capture.pool_id != pool_id || capture.every_stream) continue;
+    if (!capture.takes(stream)) capture.joined_streams.push_back(stream);
+    return true;
+  }
+  return false;
+}
+
+bool CachingAllocator::begin_allocate_to_pool(uint64_t pool_id, uint64_t stream, bool every_stream) {
   for (const CaptureUnderway& capture : captures_underway_)
     if (capture.pool_id == pool_id) return false;
   PrivatePool* pool = find_private_pool(pool_id);
@@ -28,7 +55,7 @@ bool CachingAllocator::begin_allocate_to_pool(uint64_t pool_id, uint64_t stream)
   } else {
     private_pools_.emplace(pool_id, std::make_unique<PrivatePool>(pool_id));
   }
-  captures_underway_.push_back(CaptureUnderway{pool_id, stream});
+  captures_underway_.push_back(CaptureUnderway{pool_id, stream, every_stream, {}});
   return true;
 }
 
@@ -49,7 +76,7 @@ bool CachingAllocator::release_pool(uint64_t pool_id) {
 
 BlockPool* CachingAllocator::capture_pool_for(uint64_t rounded_size, uint64_t stream) {
   for (const CaptureUnderway& capture : captures_underway_) {
-    if (capture.stream != stream) continue;
+    if (!capture.takes(stream)) continue;
     PrivatePool* pool = find_private_pool(capture.pool_id);
     return rounded_size <= (1ull << 20) ? &pool->small_blocks : &pool->large_blocks;
   }

@@ -22,6 +22,13 @@ Block failed_block;      // an allocation that hit OOM when replay goes on past 
   throw InputError({"", line, 0, static_cast<int64_t>(index)}, id, "free of id '" + id + "' " + why);
 }
 
+[[noreturn]] void throw_bad_pool_event(const Trace& trace, size_t index, const std::string& why) {
+  const Event& event = trace.events[index];
+  std::string pool = event.tag < trace.strings.size() ? trace.strings[event.tag] : std::to_string(event.tag);
+  int64_t line = index < trace.source_lines.size() ? trace.source_lines[index] : 0;
+  throw InputError({"", line, 0, static_cast<int64_t>(index)}, pool, "memory pool '" + pool + "' " + why);
+}
+
 [[noreturn]] void throw_bad_graph_event(const Trace& trace, size_t index, const std::string& why) {
   const Event& event = trace.events[index];
   std::string graph = event.tag < trace.strings.size() ? trace.strings[event.tag] : std::to_string(event.tag);
@@ -74,6 +81,8 @@ void Replayer::begin_capture(const Trace& trace, size_t index) {
     pool_id = next_pool_id_++;
   } else if (const GraphState* shared = find_graph(event.slot)) {
     pool_id = shared->pool_id;  // pool=other_graph.pool()
+  } else if (const UserPool* user = find_user_pool(event.slot)) {
+    pool_id = user->pool_id;  // pool=mem_pool.id
   } else {
     for (const auto& [handle, id] : pool_handles_)
       if (handle == event.slot) pool_id = id;
@@ -107,6 +116,53 @@ void Replayer::release_graph(const Trace& trace, size_t index) {
   if (graph->capturing) throw_bad_graph_event(trace, index, "is released while it is capturing");
   allocator_->release_pool(graph->pool_id);
   graphs_.erase(std::find_if(graphs_.begin(), graphs_.end(), [name](const auto& entry) { return entry.first == name; }));
+}
+
+void Replayer::join_capture(const Trace& trace, size_t index) {
+  const Event& event = trace.events[index];
+  GraphState* graph = find_graph(event.tag);
+  if (!graph || !graph->capturing) throw_bad_graph_event(trace, index, "is joined by a stream but is not capturing");
+  allocator_->join_capture(graph->pool_id, event.stream);
+}
+
+Replayer::UserPool* Replayer::find_user_pool(uint32_t name) {
+  for (UserPool& pool : user_pools_)
+    if (pool.name == name) return &pool;
+  return nullptr;
+}
+
+// torch.cuda.MemPool() makes the pool with one user, the object; use_mem_pool adds one while
+// its context is open (beginAllocateToPool) and gives it back on exit (releasePool); `del
+// pool` gives back the last, after which empty_cache returns the pool's free segments.
+void Replayer::enter_mem_pool(const Trace& trace, size_t index) {
+  uint32_t name = trace.events[index].tag;
+  UserPool* pool = find_user_pool(name);
+  if (!pool) {
+    user_pools_.push_back(UserPool{name, next_pool_id_++, false});
+    pool = &user_pools_.back();
+    allocator_->create_pool(pool->pool_id);
+  }
+  if (pool->entered) throw_bad_pool_event(trace, index, "is entered again inside its own use_mem_pool context");
+  if (!allocator_->begin_allocate_to_pool(pool->pool_id, 0, /*every_stream=*/true))
+    throw_bad_pool_event(trace, index, "is entered while a graph captures into it");
+  pool->entered = true;
+}
+
+void Replayer::exit_mem_pool(const Trace& trace, size_t index) {
+  UserPool* pool = find_user_pool(trace.events[index].tag);
+  if (!pool || !pool->entered) throw_bad_pool_event(trace, index, "is exited but was not entered");
+  allocator_->end_allocate_to_pool(pool->pool_id);
+  allocator_->release_pool(pool->pool_id);
+  pool->entered = false;
+}
+
+void Replayer::release_mem_pool(const Trace& trace, size_t index) {
+  uint32_t name = trace.events[index].tag;
+  UserPool* pool = find_user_pool(name);
+  if (!pool) throw_bad_pool_event(trace, index, "is released but was never entered");
+  if (pool->entered) throw_bad_pool_event(trace, index, "is released inside its use_mem_pool context");
+  allocator_->release_pool(pool->pool_id);
+  user_pools_.erase(user_pools_.begin() + (pool - user_pools_.data()));
 }
 
 Replayer::Replayer(const AllocatorConfig& config, const DeviceModel& device, const ReplayOptions& options)
@@ -256,7 +312,7 @@ ReplayResult Replayer::run(const Trace& trace) {
         break;
       }
       case EventKind::EmptyCache:
-        if (allocator.capture_underway())
+        if (allocator.graph_capture_underway())
           throw InputError({"", index < trace.source_lines.size() ? trace.source_lines[index] : 0, 0,
                             static_cast<int64_t>(index)},
                            "empty_cache", "empty_cache during a CUDA graph capture: PyTorch forbids synchronising then");
@@ -270,6 +326,18 @@ ReplayResult Replayer::run(const Trace& trace) {
         break;
       case EventKind::GraphRelease:
         release_graph(trace, index);
+        break;
+      case EventKind::CaptureJoin:
+        join_capture(trace, index);
+        break;
+      case EventKind::MemPoolEnter:
+        enter_mem_pool(trace, index);
+        break;
+      case EventKind::MemPoolExit:
+        exit_mem_pool(trace, index);
+        break;
+      case EventKind::MemPoolRelease:
+        release_mem_pool(trace, index);
         break;
     }
     if (options_.check_invariants) {

@@ -115,6 +115,18 @@ class Replayer {
   };
   std::vector<std::pair<uint32_t, GraphState>> graphs_;
   std::vector<std::pair<uint32_t, uint64_t>> pool_handles_;
+  // The live torch.cuda.MemPool objects of the trace, by the string index of their name.
+  struct UserPool {
+    uint32_t name = 0;
+    uint64_t pool_id = 0;
+    bool entered = false;  // inside its use_mem_pool context
+  };
+  std::vector<UserPool> user_pools_;
+  UserPool* find_user_pool(uint32_t name);
+  void join_capture(const Trace& trace, size_t index);
+  void enter_mem_pool(const Trace& trace, size_t index);
+  void exit_mem_pool(const Trace& trace, size_t index);
+  void release_mem_pool(const Trace& trace, size_t index);
   uint64_t next_pool_id_ = 1;
   void begin_capture(const Trace& trace, size_t index);
   void end_capture(const Trace& trace, size_t index);

@@ -106,6 +106,26 @@ void TraceBuilder::graph_release(const std::string& graph) {
   if (line_ > 0) trace_.source_lines.push_back(line_);
 }
 
+void TraceBuilder::capture_join(const std::string& graph, StreamId stream) {
+  trace_.events.push_back(Event{EventKind::CaptureJoin, 0, intern(graph), 0, stream});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+}
+
+void TraceBuilder::mempool_enter(const std::string& pool) {
+  trace_.events.push_back(Event{EventKind::MemPoolEnter, 0, intern(pool), 0, 0});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+}
+
+void TraceBuilder::mempool_exit(const std::string& pool) {
+  trace_.events.push_back(Event{EventKind::MemPoolExit, 0, intern(pool), 0, 0});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+}
+
+void TraceBuilder::mempool_release(const std::string& pool) {
+  trace_.events.push_back(Event{EventKind::MemPoolRelease, 0, intern(pool), 0, 0});
+  if (line_ > 0) trace_.source_lines.push_back(line_);
+}
+
 Trace TraceBuilder::take() {
   live_slots_.clear();
   free_requested_.clear();

@@ -1,7 +1,8 @@
 // Trace: the simulator's input language. An ordered list of events (alloc, free, mark,
 // empty_cache, the stream events: record_stream, free_requested / free_completed, sync,
-// and the CUDA graph events: capture_begin / capture_end, graph_release) that the planner emits and the snapshot reader produces; sim never learns where a
-// trace came from. The text form is documented in docs/trace-format.md.
+// the CUDA graph events: capture_begin / capture_join / capture_end, graph_release, and the
+// torch.cuda.MemPool events: mempool_enter / mempool_exit / mempool_release) that the planner
+// emits and the snapshot reader produces; sim never learns where a trace came from. The text form is documented in docs/trace-format.md.
 #pragma once
 
 #include <cstdint>
@@ -28,12 +29,17 @@ enum class EventKind : uint8_t {
   CaptureBegin,   // graph `tag` starts capturing on `stream` into the pool named by `slot`
   CaptureEnd,     // graph `tag` ends its capture
   GraphRelease,   // graph `tag` is destroyed or reset: its pool loses a user
+  CaptureJoin,    // `stream` joins graph `tag`'s capture (it waited on the capturing stream)
+  MemPoolEnter,   // `with torch.cuda.use_mem_pool(pool)` opens for the user pool named by `tag`
+  MemPoolExit,    // that context closes
+  MemPoolRelease, // the MemPool object named by `tag` is destroyed: its pool loses its last user
 };
 
 // One event. `slot` is a dense index naming the allocation (0..Trace::slot_names.size()-1),
 // so the replay needs no hash lookup; `tag` indexes Trace::strings (0 = no tag). The graph
 // events name their graph by `tag`; CaptureBegin's `slot` indexes Trace::strings too: the
-// pool to share (another graph's name or a pool handle), 0 for a fresh pool of its own.
+// pool to share (another graph's name, a pool handle or a MemPool), 0 for a fresh pool of its
+// own. The MemPool events name their pool by `tag`.
 struct Event {
   EventKind kind = EventKind::Alloc;
   uint32_t slot = 0;
@@ -79,6 +85,13 @@ class TraceBuilder {
   void capture_begin(const std::string& graph, StreamId stream, const std::string& pool = "");
   void capture_end(const std::string& graph);
   void graph_release(const std::string& graph);
+  // side_stream.wait_stream(capture_stream) while `graph` captures: `stream` joins the capture.
+  void capture_join(const std::string& graph, StreamId stream);
+  // torch.cuda.MemPool: entering and leaving `with torch.cuda.use_mem_pool(pool)`, and the
+  // destruction of the pool object (`del pool`).
+  void mempool_enter(const std::string& pool);
+  void mempool_exit(const std::string& pool);
+  void mempool_release(const std::string& pool);
   void set_source_line(int64_t line) { line_ = line; }
   uint32_t intern(const std::string& text);
   size_t size() const { return trace_.events.size(); }

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/edit_distance.h"
@@ -177,13 +178,53 @@ class TraceParser {
         captured_.erase(graph);
         builder_.graph_release(graph);
       }
+      if (action == "capture_end")
+        for (auto it = joined_.begin(); it != joined_.end();) it = it->second == graph ? joined_.erase(it) : std::next(it);
+    } else if (action == "capture_join") {
+      if (fields.size() != 3) fail(action, "capture_join takes a graph and a stream: 'capture_join <graph> <stream>'");
+      std::string graph(fields[1]);
+      uint64_t stream = parse_number(fields[2], "stream");
+      if (!capturing_.count(graph)) fail(graph, "capture_join of graph '" + graph + "', which is not capturing");
+      for (const auto& [other, line] : capturing_)
+        if (other != graph && stream_of_capture_[other] == stream)
+          fail(fields[2], "stream " + std::to_string(stream) + " is capturing graph '" + other + "' (line " +
+                              std::to_string(line) + "); a stream takes part in one capture at a time");
+      if (auto joined = joined_.find(stream); joined != joined_.end() && joined->second != graph)
+        fail(fields[2], "stream " + std::to_string(stream) + " already joined the capture of graph '" +
+                            joined->second + "'; a stream takes part in one capture at a time");
+      joined_[stream] = graph;
+      builder_.capture_join(graph, stream);
+    } else if (action == "mempool_enter" || action == "mempool_exit" || action == "mempool_release") {
+      if (fields.size() != 2)
+        fail(action, std::string(action) + " takes exactly one pool: '" + std::string(action) + " <pool>'");
+      std::string pool(fields[1]);
+      if (action == "mempool_enter") {
+        if (auto open = entered_.find(pool); open != entered_.end())
+          fail(pool, "mempool_enter of pool '" + pool + "', whose use_mem_pool context from line " +
+                         std::to_string(open->second) + " is still open");
+        entered_[pool] = line_number_;
+        mempools_.insert(pool);
+        builder_.mempool_enter(pool);
+      } else if (action == "mempool_exit") {
+        if (!entered_.count(pool)) fail(pool, "mempool_exit of pool '" + pool + "', which is not entered");
+        entered_.erase(pool);
+        builder_.mempool_exit(pool);
+      } else {
+        if (entered_.count(pool))
+          fail(pool, "mempool_release of pool '" + pool + "' inside its use_mem_pool context; exit it first");
+        if (!mempools_.count(pool)) fail(pool, "mempool_release of pool '" + pool + "', which was never entered");
+        mempools_.erase(pool);
+        builder_.mempool_release(pool);
+      }
     } else {
       static const std::vector<std::string> actions = {
           "alloc",          "free", "mark",          "empty_cache", "record_stream", "free_requested",
-          "free_completed", "sync", "capture_begin", "capture_end", "graph_release"};
+          "free_completed", "sync", "capture_begin", "capture_end", "graph_release", "capture_join",
+          "mempool_enter",  "mempool_exit", "mempool_release"};
       fail(action, "unknown trace action '" + std::string(action) + "'" + did_you_mean(action, actions) +
                        "; expected alloc, free, mark, empty_cache, record_stream, free_requested, "
-                       "free_completed, sync, capture_begin, capture_end or graph_release");
+                       "free_completed, sync, capture_begin, capture_join, capture_end, graph_release, "
+                       "mempool_enter, mempool_exit or mempool_release");
     }
   }
 
@@ -196,6 +237,9 @@ class TraceParser {
   std::map<std::string, int64_t> capturing_;  // graph -> line of its capture_begin
   std::unordered_map<std::string, uint64_t> stream_of_capture_;
   std::unordered_map<std::string, int64_t> captured_;  // graph -> line of its capture_end
+  std::unordered_map<uint64_t, std::string> joined_;   // side stream -> the capture it joined
+  std::unordered_map<std::string, int64_t> entered_;   // MemPool -> line of its open mempool_enter
+  std::unordered_set<std::string> mempools_;           // MemPools entered and not yet released
 };
 
 }  // namespace
@@ -238,7 +282,8 @@ Trace read_trace_file(const std::string& path) {
 void write_trace(std::ostream& out, const Trace& trace) {
   out << "# oomcast trace v1: alloc <id> <bytes> [stream] [tag] | free <id> | mark <label> | empty_cache |"
          " record_stream <id> <stream> | free_requested <id> | free_completed <id> | sync [stream] |"
-         " capture_begin <graph> <stream> [pool] | capture_end <graph> | graph_release <graph>\n";
+         " capture_begin <graph> <stream> [pool] | capture_join <graph> <stream> | capture_end <graph> |"
+         " graph_release <graph> | mempool_enter <pool> | mempool_exit <pool> | mempool_release <pool>\n";
   // A Trace's slots are distinct even when two live slots share a name (the planner's names
   // are labels); the text form needs unique live ids, so a clash gets the slot appended.
   std::unordered_map<std::string, uint32_t> live_names;
@@ -303,6 +348,18 @@ void write_trace(std::ostream& out, const Trace& trace) {
         break;
       case EventKind::GraphRelease:
         out << "graph_release " << trace.strings[event.tag] << '\n';
+        break;
+      case EventKind::CaptureJoin:
+        out << "capture_join " << trace.strings[event.tag] << ' ' << event.stream << '\n';
+        break;
+      case EventKind::MemPoolEnter:
+        out << "mempool_enter " << trace.strings[event.tag] << '\n';
+        break;
+      case EventKind::MemPoolExit:
+        out << "mempool_exit " << trace.strings[event.tag] << '\n';
+        break;
+      case EventKind::MemPoolRelease:
+        out << "mempool_release " << trace.strings[event.tag] << '\n';
         break;
     }
   }

@@ -64,8 +64,8 @@ TEST_CASE("writing and reading a trace gives the same events", "[sim][trace]") {
 TEST_CASE("an unknown action is an error with a suggestion", "[sim][trace][errors]") {
   CHECK(error_of("alloc a 1\nallocc b 2\n") ==
         "t.trace:2: event 1: error: unknown trace action 'allocc' (did you mean 'alloc'?); expected alloc, free, "
-        "mark, empty_cache, record_stream, free_requested, free_completed, sync, capture_begin, capture_end or "
-                       "graph_release");
+        "mark, empty_cache, record_stream, free_requested, free_completed, sync, capture_begin, capture_join, "
+        "capture_end, graph_release, mempool_enter, mempool_exit or mempool_release");
 }
 
 TEST_CASE("a free of an unknown id is an error naming the line", "[sim][trace][errors]") {

@@ -140,6 +140,10 @@ DeviceReplayPlan plan_raw_replay(const sim::Trace& trace) {
       case sim::EventKind::CaptureBegin:  // graph pools are the simulator's business only
       case sim::EventKind::CaptureEnd:
       case sim::EventKind::GraphRelease:
+      case sim::EventKind::CaptureJoin:
+      case sim::EventKind::MemPoolEnter:  // so are user pools
+      case sim::EventKind::MemPoolExit:
+      case sim::EventKind::MemPoolRelease:
         break;
     }
   }
