@@ -12,5 +12,10 @@ inline constexpr sim::StreamId kComputeStream = 0;
 inline constexpr sim::StreamId kFsdpUnshardStream = 0xf5d1;
 // FSDP1's _post_backward_stream: the gradient casts and reduce-scatters.
 inline constexpr sim::StreamId kFsdpPostBackwardStream = 0xf5d2;
+// DeepSpeed ZeRO with overlap_comm: the reduction stream of stages 1-2 (reduction_stream),
+// which also makes the grad partition, and the all-gather stream of stage 3 (the parameter
+// coordinator's __allgather_stream). Without overlap_comm both are the compute stream.
+inline constexpr sim::StreamId kDeepSpeedReductionStream = 0xd5e1;
+inline constexpr sim::StreamId kDeepSpeedAllgatherStream = 0xd5e2;
 
 }  // namespace oomcast::planner

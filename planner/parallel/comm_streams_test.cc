@@ -1,7 +1,7 @@
 // Communication buffers on their own streams: FSDP's all-gathers on the unshard stream and
-// its reduce-scatters on the post-backward stream, with record_stream-deferred frees, so the
-// plan's reserved memory includes what overlapping collectives hold apart from the compute
-// stream. The comparisons replay the plans through the simulator (default settings).
+// its reduce-scatters on the post-backward stream, with record_stream-deferred frees, and
+// DeepSpeed's overlap_comm all-gather and reduction streams, so the plan's reserved memory
+// includes what overlapping collectives hold apart from the compute stream. The comparisons replay the plans through the simulator (default settings).
 #include <catch2/catch.hpp>
 
 #include "planner/parallel/comm_streams.h"
@@ -107,4 +107,59 @@ TEST_CASE("without limit_all_gathers the resharded parameters wait longer and FS
   oomcast::sim::ReplayResult limited = replayed(plan_steps(fsdp_job(true)).trace);
   oomcast::sim::ReplayResult unlimited = replayed(plan_steps(fsdp_job(false)).trace);
   CHECK(unlimited.peak_reserved_bytes >= limited.peak_reserved_bytes);
+}
+
+namespace {
+
+Scenario deepspeed_job(int stage, bool overlap_comm) {
+  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32, Precision::AmpBf16);
+  scenario.device.is_cpu = false;
+  scenario.parallel.engine = ParallelEngine::DeepSpeed;
+  scenario.parallel.world_size = 4;
+  scenario.parallel.gpus_per_node = 4;
+  scenario.parallel.deepspeed.zero_optimization.stage = stage;
+  scenario.parallel.deepspeed.zero_optimization.overlap_comm = overlap_comm;
+  scenario.parallel.deepspeed.zero_optimization.stage3_param_persistence_threshold = 0;  // gather every parameter
+  scenario.iterations = 3;
+  return scenario;
+}
+
+// Every stage 3 all-gather of the plan is on `stream` (and there is one).
+bool gathers_on(const PlannedTrace& plan, oomcast::sim::StreamId stream) {
+  bool seen = false;
+  for (size_t i = 0; i < plan.trace.events.size(); ++i) {
+    const auto& event = plan.trace.events[i];
+    if (event.kind != EventKind::Alloc || plan.names[plan.info[i].tensor].rfind("allgather:", 0) != 0) continue;
+    if (event.stream != stream) return false;
+    seen = true;
+  }
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO-3 with overlap_comm all-gathers the parameters on the all-gather stream",
+          "[planner][parallel][deepspeed][streams]") {
+  CHECK(gathers_on(plan_steps(deepspeed_job(3, true)), kDeepSpeedAllgatherStream));
+  CHECK(gathers_on(plan_steps(deepspeed_job(3, false)), kComputeStream));
+}
+
+TEST_CASE("ZeRO-2 with overlap_comm makes the grad partition on the reduction stream and the ipg buffers on the compute stream",
+          "[planner][parallel][deepspeed][streams]") {
+  PlannedTrace overlapped = plan_steps(deepspeed_job(2, true));
+  CHECK(allocated_on(overlapped, "deepspeed.grads_in_partition", kDeepSpeedReductionStream));
+  CHECK(allocated_on(overlapped, "deepspeed.ipg_buffer0", kComputeStream));
+  CHECK(allocated_on(overlapped, "deepspeed.ipg_buffer1", kComputeStream));
+  CHECK(allocated_on(plan_steps(deepspeed_job(2, false)), "deepspeed.grads_in_partition", kComputeStream));
+}
+
+TEST_CASE("DeepSpeed's side streams change reserved memory, not allocated memory",
+          "[planner][parallel][deepspeed][streams]") {
+  for (int stage : {2, 3}) {
+    PlannedTrace plan = plan_steps(deepspeed_job(stage, true));
+    oomcast::sim::ReplayResult overlapped = replayed(plan.trace);
+    oomcast::sim::ReplayResult serial = replayed(on_one_stream(plan.trace));
+    CHECK(overlapped.peak_allocated_bytes == serial.peak_allocated_bytes);
+    CHECK(overlapped.peak_reserved_bytes >= serial.peak_reserved_bytes);
+  }
 }

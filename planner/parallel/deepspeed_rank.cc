@@ -19,8 +19,16 @@
 // requires_grad params in bit16_groups, stage3.py _get_trainable_parameter_groups); a frozen
 // parameter stays its own 16-bit tensor at stages 0-2, and at stage 3 it is still
 // partitioned (its own partition tensor), gathered and released like every other one.
+// Streams, with overlap_comm (DeepSpeed's default at stage 3): stage 3 all-gathers each
+// parameter on the coordinator's all-gather stream, and stage 2 reduces each bucket on the
+// reduction stream, where its grad partition (grads_in_partition, or the averaged pieces
+// without contiguous_gradients) is made. Blocks allocated there are reused only by requests
+// on that stream, so the gathered parameters and the partition keep memory of their own
+// instead of reusing the compute stream's free blocks (comm_streams.h). The ipg buffers are
+// made on the compute stream at the start of each backward, as DeepSpeed does.
 #include <algorithm>
 
+#include "planner/parallel/comm_streams.h"
 #include "planner/parallel/parallel_rank.h"
 #include "planner/precision.h"
 
@@ -243,6 +251,8 @@ class DeepSpeedRank : public ParallelRank {
   // Stage 2: the bucket is reduced; this rank's slice lands in its grad partition.
   void flush_bucket() {
     if (bucket_fill_ == 0 && pending_.empty()) return;
+    const sim::StreamId caller = writer_->stream();
+    if (zero_.overlap_comm) writer_->set_stream(kDeepSpeedReductionStream);
     if (!offload_optimizer_) {
       if (zero_.contiguous_gradients) {
         if (grad_partition_ < 0) {
@@ -255,6 +265,7 @@ class DeepSpeedRank : public ParallelRank {
             writer_->alloc(intern("deepspeed.averaged_gradients"), piece * param_bytes_, TensorCategory::Gradient));
       }
     }
+    writer_->set_stream(caller);
     for (int32_t parameter : pending_) drop_grad(parameter);
     pending_.clear();
     bucket_fill_ = 0;
@@ -276,8 +287,11 @@ class DeepSpeedRank : public ParallelRank {
   void gather(int32_t parameter) {
     auto p = static_cast<size_t>(parameter);
     if (persistent_[p] || gathered_[p] >= 0) return;
+    const sim::StreamId caller = writer_->stream();
+    if (zero_.overlap_comm) writer_->set_stream(kDeepSpeedAllgatherStream);
     gathered_[p] = writer_->alloc(intern("allgather:" + param_name(parameter)), param_numel(parameter) * param_bytes_,
                                   TensorCategory::Communication);
+    writer_->set_stream(caller);
     live_numel_ += param_numel(parameter);
   }
 
