@@ -31,3 +31,8 @@ foreach(preset mlp gpt2-tiny llama-tiny bert-base resnet-50 vit-b-16)
                    $<TARGET_FILE:oomcast>)
   set_tests_properties(capture.preset.${preset} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS capture)
 endforeach()
+# F.scaled_dot_product_attention captured as the `attention` op (torch 2.x; skipped under 1.13).
+add_test(NAME capture.sdpa.causal
+         COMMAND sh ${PROJECT_SOURCE_DIR}/capture/tests/with_python.sh ${OOMCAST_CAPTURE_PYTHON} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture.py sdpa causal
+                 $<TARGET_FILE:oomcast>)
+set_tests_properties(capture.sdpa.causal PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS capture)

@@ -22,6 +22,8 @@ class GraphBuilder:
         self.bound = set()           # tensor ids some statement has bound so far
         self.holds, self.frame_args = {}, {}
         self.uses = self._uses()
+        self.sdpa_at = {c.start: c for c in rec.sdpa_calls if c.end > c.start}
+        self.sdpa_notes = []         # SDPA calls kept as generic ops, and why
 
     # ---- names and shapes
     def name(self, tid):

@@ -5,6 +5,8 @@
 # A match is exact or nothing: an op whose arguments differ from what the catalogue op models
 # (a strided convolution with unequal strides, gelu with a tanh approximation, ...) stays generic.
 
+from sdpa import sdpa_statement
+
 FLOATING = {"float32", "float16", "bfloat16", "float64"}
 
 
@@ -279,6 +281,10 @@ _RULES = {
 
 def catalogue_statement(builder, op):
     """A catalogue statement for `op` (marking the other ops it folds in as consumed), or None."""
+    if op.index in builder.sdpa_at:  # before the dtype check: a causal call starts with its bool mask
+        stmt = sdpa_statement(builder, op, builder.sdpa_notes.append)
+        if stmt is not None:
+            return stmt
     rule = _RULES.get(_short(op))
     if rule is None or any(builder.t(o).dtype not in FLOATING for o in op.outputs[:1]):
         return None

@@ -132,6 +132,7 @@ class Recording:
         self.loss = None
         self.fallback_ops = set()  # ops that had no meta kernel and ran on CPU copies
         self.construction_temporaries = []  # model()'s temporaries alive at its peak (construction.py)
+        self.sdpa_calls = []       # capture/sdpa.py: F.scaled_dot_product_attention regions
 
 
 class Recorder(TorchDispatchMode):

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from construction import constructing
 from recorder import CaptureError, Recorder, Recording, no_cyclic_gc
+from sdpa import sdpa_regions
 
 SIZE_KEYS = ("batch_size", "seq_len", "image_size")
 
@@ -111,7 +112,7 @@ def record(user, path, sizes, run_optimizer=True):
     rec = Recording()
     mode = Recorder(rec)
     torch.manual_seed(0)
-    with no_cyclic_gc(), mode:
+    with no_cyclic_gc(), mode, sdpa_regions(mode):
         with constructing(mode) as construction:
             try:
                 model = user.model()

@@ -5,6 +5,7 @@
     /usr/bin/python3 capture/tests/check_capture.py bad CASE       # a bad model file: one line, exit 2
     /usr/bin/python3 capture/tests/check_capture.py preset PRESET OOMCAST  # a captured family plans as its preset
     /usr/bin/python3 capture/tests/check_capture.py construction CASE  # model()'s temporaries (tied, template, short_lived)
+    scripts/torch2-python capture/tests/check_capture.py sdpa causal OOMCAST  # SDPA captured as `attention`
 
 An example passes when its graph file (1) binds every name before it is used and names a loss,
 (2) counts the parameters PyTorch counts, and (3) has shapes that, evaluated at sizes the
@@ -100,6 +101,10 @@ def check_example(name):
     sys.path.insert(0, CAPTURE)
     import runner
     path = os.path.join(CAPTURE, "examples", name + ".py")
+    needs = getattr(runner.load_model_file(path), "needs_torch_feature", None)
+    if needs and not _torch_has(needs):
+        print(f"SKIP: {name} needs {needs}, which torch {torch.__version__} lacks")
+        sys.exit(77)
     docs = {}
     with tempfile.TemporaryDirectory() as tmp:
         for flag in ("--no-repeat", None):
@@ -168,6 +173,56 @@ def check_example(name):
         checked += 1
     print(f"PASS: {name}: {counted} parameters (PyTorch: {expected}); {checked} shapes match a fresh "
           f"run at {sizes}; {nrepeat} repeats fold it to {lines} lines, the same program expanded")
+
+
+def _torch_has(dotted):
+    import importlib
+    module, _, attr = dotted.rpartition(".")
+    try:
+        return hasattr(importlib.import_module(module), attr)
+    except ImportError:
+        return False
+
+
+def check_sdpa(oomcast):
+    """examples/sdpa_causal.py, captured under torch 2.x, writes each F.scaled_dot_product_attention
+    call as one causal `attention` op, so the scenario's backend applies: planned on a100-80gb in
+    amp_bf16 at seq_len 2048, sdpa_math keeps each layer's fp32 s x s probabilities for the
+    backward and flash keeps none, so math plans at least that much higher."""
+    import torch
+    import yaml
+    if not _torch_has("torch.nn.functional.scaled_dot_product_attention"):
+        print(f"SKIP: torch {torch.__version__} has no F.scaled_dot_product_attention")
+        sys.exit(77)
+    with tempfile.TemporaryDirectory() as tmp:
+        graph = os.path.join(tmp, "sdpa_causal.graph.yaml")
+        rc, _, err = run_capture(os.path.join(CAPTURE, "examples", "sdpa_causal.py"), graph, "--no-repeat")
+        if rc != 0:
+            fail(f"capture exited {rc}: {err.strip()}")
+        with open(graph) as f:
+            doc = yaml.safe_load(f)
+        ops = []
+        walk(doc["forward"], ops.append)
+        attention = [s for s in ops if s.get("op") == "attention"]
+        leftovers = sorted({s["aten"] for s in ops if s.get("aten", "").split(".")[0] in
+                            ("bmm", "_safe_softmax", "softmax", "_softmax", "baddbmm", "tril", "masked_fill")})
+        if len(attention) != 2 or not all(s.get("causal") is True for s in attention) or leftovers:
+            fail(f"expected 2 causal attention ops and no math-backend ops; got {attention}, generic {leftovers}")
+        peaks = {}
+        batch, seq, heads, layers = 4, 2048, 4, 2
+        for backend in ("flash", "sdpa_math"):
+            scenario = os.path.join(tmp, backend + ".yaml")
+            with open(scenario, "w") as f:
+                f.write(f"model: {graph}\nbatch_size: {batch}\nseq_len: {seq}\ndevice: a100-80gb\n"
+                        f"precision: amp_bf16\nattention: {backend}\n")
+            peaks[backend] = plan_peak(oomcast, scenario)
+    probabilities = layers * batch * heads * seq * seq * 4
+    gap = peaks["sdpa_math"] - peaks["flash"]
+    if gap < probabilities:
+        fail(f"sdpa_math plans {peaks['sdpa_math']} B, flash {peaks['flash']} B: {gap} B apart, less than the "
+             f"{probabilities} B of fp32 probabilities math saves")
+    print(f"PASS: sdpa_causal: 2 causal attention ops; a100-80gb amp_bf16 b{batch} s{seq}: sdpa_math "
+          f"{peaks['sdpa_math']} B, flash {peaks['flash']} B ({gap / probabilities:.2f}x the saved probabilities)")
 
 
 def normalized(doc, repeats):
@@ -355,6 +410,8 @@ def main():
         check_preset(name, sys.argv[3])
     elif kind == "construction":
         check_construction(name)
+    elif kind == "sdpa":
+        check_sdpa(sys.argv[3])
     else:
         fail("usage: check_capture.py example NAME | bad CASE")
     return 0

@@ -223,6 +223,7 @@ void GraphFileBuilder::run_catalogue_op(const graph::Statement& statement, const
                                shape_text(v.shape) + " (repeat grouped k/v heads with expand_copy first)");
       }
       shape.causal = option_flag(op, "causal", true);
+      shape.q_contiguous = option_flag(op, "q_contiguous", false);
       shape.k_contiguous = option_flag(op, "k_contiguous", false);
       shape.v_contiguous = option_flag(op, "v_contiguous", false);
       shape.causal_mask_buffer = mask ? mask->tensor : kNoTensor;
