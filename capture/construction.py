@@ -10,14 +10,7 @@ import weakref
 
 import torch
 
-
-def _storage_key(t):
-    try:
-        s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-    except Exception:
-        return None
-    s = getattr(s, "_storage", s)
-    return getattr(s, "_cdata", None)
+from recorder import storage_key  # the recorder's notion of storage identity, shared
 
 
 def _storage_bytes(t):
@@ -63,11 +56,11 @@ class ConstructionTracker:
         self.active = True
 
     def observe_op(self, inputs, outputs):
-        input_keys = {_storage_key(t) for t in inputs}
+        input_keys = {storage_key(t) for t in inputs}
         for t in inputs:
             self.watch(t)
         for t in outputs:
-            key = _storage_key(t)
+            key = storage_key(t)
             if key is None:
                 continue
             if key not in input_keys and key not in self.live:
@@ -83,7 +76,7 @@ class ConstructionTracker:
         storage after the module's class and attribute."""
         if tensor is None:
             return
-        entry = self.live.get(_storage_key(tensor))
+        entry = self.live.get(storage_key(tensor))
         if entry is not None:
             entry.name = f"{type(owner).__name__}.{name}.{entry.seq}"
         self.watch(tensor)
@@ -91,7 +84,7 @@ class ConstructionTracker:
     def watch(self, t):
         if not self.active or id(t) in self.watched:
             return
-        entry = self.live.get(_storage_key(t))
+        entry = self.live.get(storage_key(t))
         if entry is None:
             return
         entry.objects += 1
@@ -122,7 +115,7 @@ class ConstructionTracker:
         final_entry = {}
         for s in self.storages:
             final_entry[s.key] = s
-        final = {id(final_entry[k]) for k in (_storage_key(t) for t in list(parameters) + list(buffers))
+        final = {id(final_entry[k]) for k in (storage_key(t) for t in list(parameters) + list(buffers))
                  if k in final_entry}
         # what is still alive and not a parameter or buffer (a plain tensor attribute) outlives
         # model(): not a temporary
@@ -138,7 +131,7 @@ class ConstructionTracker:
             live += delta
             if live > peak:
                 peak, peak_at = live, seq
-        parameter_seqs = [final_entry[k].seq for k in (_storage_key(p) for p in parameters) if k in final_entry]
+        parameter_seqs = [final_entry[k].seq for k in (storage_key(p) for p in parameters) if k in final_entry]
         temporaries = []
         for s in self.storages:
             if id(s) in freed_at and s.seq <= peak_at < freed_at[id(s)]:

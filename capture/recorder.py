@@ -71,7 +71,7 @@ def _is_data_dependent(func, name):
     return dyn is not None and getattr(dyn, "dynamic_output_shape", None) in tags
 
 
-def _storage_key(t):
+def storage_key(t):
     """Identity of a tensor's storage; works for meta tensors (no data pointer)."""
     try:
         s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
@@ -83,7 +83,7 @@ def _storage_key(t):
 
 def _geometry(t):
     try:
-        return (_storage_key(t), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        return (storage_key(t), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
     except Exception:
         return None
 
@@ -180,7 +180,7 @@ class Recorder(TorchDispatchMode):
         self.rec.tensors.append(r)
         self.by_impl[t._cdata] = tid
         self.by_geometry[_geometry(t)] = tid
-        self.storage_of[tid] = _storage_key(t)
+        self.storage_of[tid] = storage_key(t)
         if kind in ("activation", "constant"):
             # when the Python object dies (its last variable rebound or its frame returned) is
             # the tensor's lifetime as the program holds it; autograd's saving is separate
@@ -375,7 +375,7 @@ class Recorder(TorchDispatchMode):
             if not isinstance(o, torch.Tensor):
                 continue
             prev = self.by_impl.get(o._cdata)
-            key = _storage_key(o)
+            key = storage_key(o)
             base = input_storages.get(key) if key is not None else None
             tid = self.register(o, "activation", producer=op.index)
             r = self.rec.tensors[tid]
