@@ -529,9 +529,9 @@ Scenario read_scenario(const YamlDocument& document) {
     const bool seq_len_optional = model.family == "mlp" || model.graph;  // a graph file has a default
     // A generate job's prompt_len stands for seq_len (the prompt) when seq_len is not given.
     const YamlNode job = root.child("job");
-    const YamlNode prompt_len = job.is_map() ? job.child("prompt_len") : seq_len;
-    if (seq_len.is_missing() && !prompt_len.is_missing()) {
-      scenario.seq_len = prompt_len.as_integer(1, kMaxSeqLen);
+    const bool prompt_given = job.is_map() && !job.child("prompt_len").is_missing();
+    if (seq_len.is_missing() && prompt_given) {
+      scenario.seq_len = job.child("prompt_len").as_integer(1, kMaxSeqLen);
     } else {
       scenario.seq_len = seq_len_optional ? root.integer_or("seq_len", families::default_sequence_length(model), 1, kMaxSeqLen)
                                           : seq_len.as_integer(1, kMaxSeqLen);
