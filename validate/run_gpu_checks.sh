@@ -2,6 +2,9 @@
 # run_gpu_checks.sh: every GPU check in one bounded command (under 8 minutes on one GPU).
 #   1. the CUDA context, measured twice per CUDA_MODULE_LOADING value (lazy, eager): by
 #      cuda_replay --context (a bare CUDA process) and by torch (init + a matmul);
+#   1b. validate/record_snapshots.py: small real snapshots with expandable segments, side
+#      streams and record_stream, CUDA graph pools and MemPool, replayed by `oomcast replay`
+#      (they come back in recordings/, to be committed to tests/data/);
 #   2. cuda_replay --segments --raw on the planner's trace of each tiny scenario: the
 #      simulator's own cudaMalloc/cudaFree decisions acted out, cudaMemGetInfo along the way;
 #   3. validate/gpu_harness.py on each scenario of validate/gpu_scenarios.txt: the real
@@ -10,7 +13,8 @@
 # It writes, in the output folder (--out DIR, else $OUT when the device tool runs it, else
 # validate/results/): <gpu>-<date>.csv (the results; commit it as validate/results/), 
 # <gpu>-<date>-extra.tar.gz (context.csv, cuda_replay.csv, per-scenario JSON and logs, the
-# small gzipped snapshots), summary.txt and log.txt. Every step has its own time limit and the
+# small gzipped snapshots, the recordings), recordings/ (the snapshots of step 1b, gzipped),
+# summary.txt and log.txt. Every step has its own time limit and the
 # whole run a budget (--budget S, default 420): scenarios not started in time are listed.
 #
 #   bash validate/run_gpu_checks.sh [--out DIR] [--budget SECONDS] [--dry-run]
@@ -34,7 +38,7 @@ while [ $# -gt 0 ]; do
     --out) out_dir=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "run_gpu_checks: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -170,6 +174,19 @@ if [ "$dry_run" = 0 ]; then
   done
 fi
 
+# ---- 1b. real snapshots of expandable segments, side streams, graph pools, MemPool ----------
+# validate/record_snapshots.py: one small recording each, in its own process, replayed at once
+# by oomcast replay; the gzipped pickles come back in recordings/ for tests/data/.
+recordings=$work/recordings
+mkdir -p "$recordings"
+if [ "$dry_run" = 1 ]; then
+  step 60 "record snapshots (dry run)" "$python" "$here/record_snapshots.py" --out "$recordings" --dry-run \
+    --oomcast "$oomcast_arg" || true
+else
+  step 150 "record snapshots" "$python" "$here/record_snapshots.py" --out "$recordings" --timeout 60 \
+    --oomcast "$oomcast_arg" || true
+fi
+
 # ---- 2. cuda_replay on the planner's traces ---------------------------------------------
 replay_csv=$work/cuda_replay.csv
 if [ -n "$replay" ] && [ -n "$oomcast" ] && [ "$dry_run" = 0 ]; then
@@ -219,6 +236,8 @@ summary=$work/summary.txt
   if [ -s "$replay_csv" ]; then
     echo; echo "cuda_replay summaries:"; grep -h "cuda_replay: " "$log" | sed 's/^/  /'
   fi
+  echo; echo "recorded snapshots (validate/record_snapshots.py):"
+  if [ -s "$recordings/summary.csv" ]; then sed 's/^/  /' "$recordings/summary.csv"; else echo "  none"; fi
   echo; echo "harness, predicted vs measured per phase (as recorded in the CSV):"
   if [ -s "$results" ]; then
     timeout -k 5 30 "$python" "$here/check_gpu_results.py" --table "$results" 2>&1 | head -300 | sed 's/^/  /'
@@ -239,7 +258,10 @@ summary=$work/summary.txt
 } > "$summary" 2>&1
 [ -s "$results" ] && cp "$results" "$out_dir/$name.csv"
 tar -C "$work" -czf "$out_dir/$name-extra.tar.gz" --exclude='*.trace' env.txt steps.txt context.csv \
-  $( [ -s "$replay_csv" ] && echo cuda_replay.csv ) snapshots 2>> "$log"
+  $( [ -s "$replay_csv" ] && echo cuda_replay.csv ) snapshots recordings 2>> "$log"
+if ls "$recordings"/*.pickle.gz > /dev/null 2>&1 || [ -s "$recordings/summary.csv" ]; then
+  mkdir -p "$out_dir/recordings" && cp "$recordings"/* "$out_dir/recordings/"
+fi
 cp "$summary" "$out_dir/summary.txt"
 cp "$log" "$out_dir/log.txt"
 cat "$summary"
