@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "planner/families/families.h"
+#include "planner/families/rotary_decoder.h"
 #include "planner/ops/op_catalogue.h"
 
 namespace oomcast::planner::families {
@@ -116,16 +117,7 @@ TensorId attention_block(GraphBuilder& g, const NeoxShape& s, const NeoxLayer& b
     layer_shape.q_contiguous = true;
     layer_shape.k_contiguous = true;
   }
-  if (s.kv_heads != s.heads) {
-    k_rot = ops::expand_copy(g, "repeat_k", k_rot, q_numel);
-    v = ops::expand_copy(g, "repeat_v", v, q_numel);
-    layer_shape.k_contiguous = true;
-    layer_shape.v_contiguous = true;
-  }
-  g.hold(q_rot);
-  g.hold(k_rot);
-  g.hold(v);
-  TensorId attn = ops::attention(g, "attention", q_rot, k_rot, v, layer_shape);
+  TensorId attn = grouped_query_attention(g, q_rot, k_rot, v, layer_shape, s.kv_heads != s.heads, q_numel);
   TensorId out = ops::linear(g, "dense", attn, b.dense_w, b.dense_b, s.hidden, s.hidden);
   g.end_scope();
   g.pop_module();
@@ -181,17 +173,8 @@ void build_gpt_neox(GraphBuilder& g, const ModelConfig& model) {
   TensorId inputs_embeds = ops::embedding(g, "embed_in", input_ids, embed, s.hidden);
   g.hold(inputs_embeds);
   TensorId x = ops::dropout(g, "emb_dropout", inputs_embeds);
-  const DType table_dtype = g.tensor(x).dtype;
-  TensorId cos = ops::constant(g, "rotary_emb.cos", static_cast<uint64_t>(seq * s.rotary_dims), table_dtype);
-  TensorId sin = ops::constant(g, "rotary_emb.sin", static_cast<uint64_t>(seq * s.rotary_dims), table_dtype);
-  g.hold(cos);
-  g.hold(sin);
-  ops::AttentionShape shape;
-  shape.batch = batch;
-  shape.heads = s.heads;
-  shape.seq = seq;
-  shape.head_dim = s.head_dim;
-  shape.causal = true;
+  const auto [cos, sin] = rotary_tables(g, seq, s.rotary_dims, g.tensor(x).dtype);
+  const ops::AttentionShape shape = causal_attention_shape(batch, s.heads, seq, s.head_dim);
   for (int64_t i = 0; i < s.layers; ++i) {
     const NeoxLayer& b = blocks[static_cast<size_t>(i)];
     g.push_module("layers." + std::to_string(i));
@@ -220,10 +203,8 @@ void build_gpt_neox(GraphBuilder& g, const ModelConfig& model) {
   g.pop_module();
   TensorId logits = ops::linear(g, "embed_out", final_hidden, lm_head, lm_bias, s.hidden, s.vocab);
   g.begin_scope();
-  TensorId logits_fp32 = g.cast(logits, DType::Float32, "loss.logits_float");
-  g.hold(logits_fp32);
-  TensorId shift_labels = ops::constant(g, "loss.shift_labels", tokens, DType::Int64, labels);
-  TensorId loss = ops::cross_entropy(g, "loss.cross_entropy", logits_fp32, shift_labels, s.vocab);
+  const CausalLossInputs loss_in = causal_loss_inputs(g, logits, labels, tokens);
+  TensorId loss = ops::cross_entropy(g, "loss.cross_entropy", loss_in.logits_fp32, loss_in.shift_labels, s.vocab);
   g.end_scope();
   g.set_named_output("logits", logits);
   g.set_loss(loss);

@@ -10,6 +10,7 @@
 
 #include "planner/families/families.h"
 #include "planner/families/moe_block.h"
+#include "planner/families/rotary_decoder.h"
 #include "planner/ops/op_catalogue.h"
 
 namespace oomcast::planner::families {
@@ -146,21 +147,7 @@ TensorId attention_block(GraphBuilder& g, const LlamaShape& s, const LlamaLayer&
   g.hold(k);
   TensorId k_rot = ops::rotary(g, "k_rotary", k, cos, sin);
   g.end_scope();
-  ops::AttentionShape layer_shape = shape;
-  if (s.kv_heads != s.heads) {
-    // repeat_kv: expand + reshape makes contiguous copies with all query heads; matmul
-    // then views them as 3-D without another copy.
-    k_rot = ops::expand_copy(g, "repeat_k", k_rot, q_numel);
-    v = ops::expand_copy(g, "repeat_v", v, q_numel);
-    layer_shape.k_contiguous = true;
-    layer_shape.v_contiguous = true;
-  }
-  // The locals q, k, v hold their last values until forward returns (matmul saves its
-  // contiguous copies, not them).
-  g.hold(q_rot);
-  g.hold(k_rot);
-  g.hold(v);
-  TensorId attn = ops::attention(g, "attention", q_rot, k_rot, v, layer_shape);
+  TensorId attn = grouped_query_attention(g, q_rot, k_rot, v, shape, s.kv_heads != s.heads, q_numel);
   TensorId o = ops::linear(g, "o_proj", attn, b.o_proj, b.o_bias, q_out, s.hidden);
   g.end_scope();
   g.pop_module();
@@ -205,21 +192,10 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
   TensorId x = inputs_embeds;
   // Gemma: hidden_states = inputs_embeds * normalizer (a 0-dim tensor of sqrt(hidden)).
   if (s.scale_embedding) x = ops::scale(g, "embed_scale", x);
-  // cos and sin [1, s, head_dim], computed once per forward in the embeddings' dtype and
-  // shared by every layer; held by the model's forward locals.
-  const DType table_dtype = g.tensor(x).dtype;
-  TensorId cos = ops::constant(g, "rotary_emb.cos", static_cast<uint64_t>(seq * s.head_dim), table_dtype);
-  TensorId sin = ops::constant(g, "rotary_emb.sin", static_cast<uint64_t>(seq * s.head_dim), table_dtype);
-  g.hold(cos);
-  g.hold(sin);
+  const auto [cos, sin] = rotary_tables(g, seq, s.head_dim, g.tensor(x).dtype);
 
   std::vector<TensorId> router_logits;  // every sparse layer's, for the auxiliary loss
-  ops::AttentionShape shape;
-  shape.batch = batch;
-  shape.heads = s.heads;
-  shape.seq = seq;
-  shape.head_dim = s.head_dim;
-  shape.causal = true;
+  ops::AttentionShape shape = causal_attention_shape(batch, s.heads, seq, s.head_dim);
   shape.score_softcap = s.attention_softcap;
   for (int64_t i = 0; i < s.layers; ++i) {
     const LlamaLayer& b = blocks[static_cast<size_t>(i)];
@@ -261,10 +237,8 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
   }
   // ForCausalLMLoss: logits.float() (held until the loss returns), padded shift labels.
   g.begin_scope();
-  TensorId logits_fp32 = g.cast(logits, DType::Float32, "loss.logits_float");
-  g.hold(logits_fp32);
-  TensorId shift_labels = ops::constant(g, "loss.shift_labels", tokens, DType::Int64, labels);
-  TensorId loss = ops::cross_entropy(g, "loss.cross_entropy", logits_fp32, shift_labels, s.vocab);
+  const CausalLossInputs loss_in = causal_loss_inputs(g, logits, labels, tokens);
+  TensorId loss = ops::cross_entropy(g, "loss.cross_entropy", loss_in.logits_fp32, loss_in.shift_labels, s.vocab);
   if (s.moe.experts > 0) loss = moe_auxiliary_loss(g, s.moe, router_logits, loss);
   g.end_scope();
   g.set_named_output("logits", logits);

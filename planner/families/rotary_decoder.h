@@ -1,0 +1,39 @@
+// What the rotary decoder families (llama.cc: Llama, Mistral, Qwen, Gemma, Phi-3, MoE models;
+// gpt_neox.cc: GPT-NeoX, Phi-1.5/2, Falcon) build the same way, because HF's modelling code
+// for them does the same thing: the cos/sin tables computed once per forward, the repeat_kv
+// copies of grouped-query attention before the attention itself, and the causal-LM loss.
+#pragma once
+
+#include <cstdint>
+
+#include "planner/ops/graph_builder.h"
+#include "planner/ops/op_catalogue.h"
+
+namespace oomcast::planner::families {
+
+// cos and sin [1, seq, dims], made once per forward in the embeddings' dtype and held by the
+// model's forward locals, so every layer shares them.
+struct RotaryTables {
+  TensorId cos = kNoTensor;
+  TensorId sin = kNoTensor;
+};
+RotaryTables rotary_tables(GraphBuilder& g, int64_t seq, int64_t dims, DType dtype);
+
+// The attention shape of a causal decoder's layers (per-layer switches are set by the caller).
+ops::AttentionShape causal_attention_shape(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim);
+
+// From the rotated q and k and the value to the attention's output: with fewer kv heads than
+// query heads, repeat_kv's expand + reshape makes contiguous copies of k and v with every query
+// head (`q_numel` elements). The locals q, k, v hold their last values until forward returns.
+TensorId grouped_query_attention(GraphBuilder& g, TensorId q_rot, TensorId k_rot, TensorId v,
+                                 ops::AttentionShape shape, bool repeat_kv, uint64_t q_numel);
+
+// HF's ForCausalLMLoss opening: logits.float() (held until the loss returns) and the padded
+// shift labels. Call inside the loss's scope; returns the fp32 logits and the labels.
+struct CausalLossInputs {
+  TensorId logits_fp32 = kNoTensor;
+  TensorId shift_labels = kNoTensor;
+};
+CausalLossInputs causal_loss_inputs(GraphBuilder& g, TensorId logits, TensorId labels, uint64_t tokens);
+
+}  // namespace oomcast::planner::families
