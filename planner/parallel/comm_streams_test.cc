@@ -155,11 +155,88 @@ TEST_CASE("ZeRO-2 with overlap_comm makes the grad partition on the reduction st
 
 TEST_CASE("DeepSpeed's side streams change reserved memory, not allocated memory",
           "[planner][parallel][deepspeed][streams]") {
-  for (int stage : {2, 3}) {
+  for (int stage : {1, 2, 3}) {
     PlannedTrace plan = plan_steps(deepspeed_job(stage, true));
     oomcast::sim::ReplayResult overlapped = replayed(plan.trace);
     oomcast::sim::ReplayResult serial = replayed(on_one_stream(plan.trace));
     CHECK(overlapped.peak_allocated_bytes == serial.peak_allocated_bytes);
     CHECK(overlapped.peak_reserved_bytes >= serial.peak_reserved_bytes);
   }
+}
+
+namespace {
+
+// The trace positions of the named tensor's allocs (by suffix of its name).
+std::vector<size_t> allocs_of(const PlannedTrace& plan, const std::string& name) {
+  std::vector<size_t> at;
+  for (size_t i = 0; i < plan.trace.events.size(); ++i) {
+    if (plan.trace.events[i].kind == EventKind::Alloc && plan.names[plan.info[i].tensor] == name) at.push_back(i);
+  }
+  return at;
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO-1 with overlap_comm reduces the boundary's grads on the reduction stream into grads_in_partition",
+          "[planner][parallel][deepspeed][streams]") {
+  PlannedTrace overlapped = plan_steps(deepspeed_job(1, true));
+  CHECK(allocated_on(overlapped, "deepspeed.allreduce_bucket_flat", kDeepSpeedReductionStream));
+  CHECK(allocated_on(overlapped, "deepspeed.grads_in_partition", kDeepSpeedReductionStream));
+  CHECK(allocs_of(overlapped, "deepspeed.averaged_gradients").empty());
+  // Without overlap_comm stage 1 reduces after backward (reduce_gradients), as before.
+  PlannedTrace serial = plan_steps(deepspeed_job(1, false));
+  CHECK(allocs_of(serial, "deepspeed.grads_in_partition").empty());
+  CHECK(allocated_on(serial, "deepspeed.averaged_gradients", kComputeStream));
+}
+
+TEST_CASE("ZeRO-1 with overlap_comm reduces only in the backward of the accumulation boundary",
+          "[planner][parallel][deepspeed][streams]") {
+  Scenario scenario = deepspeed_job(1, true);
+  scenario.grad_accum_steps = 2;
+  scenario.iterations = 1;
+  PlannedTrace plan = plan_steps(scenario);
+  std::vector<size_t> flats = allocs_of(plan, "deepspeed.allreduce_bucket_flat");
+  std::vector<size_t> ipg = allocs_of(plan, "deepspeed.ipg_buffer0");
+  REQUIRE(ipg.size() == 2);  // one per backward
+  REQUIRE_FALSE(flats.empty());
+  for (size_t at : flats) CHECK(at > ipg[1]);
+}
+
+TEST_CASE("ZeRO-2 bucket reductions flatten every grad once, a bucket at a time",
+          "[planner][parallel][deepspeed][streams]") {
+  Scenario scenario = deepspeed_job(2, true);
+  scenario.parallel.deepspeed.zero_optimization.reduce_bucket_size = 100'000;
+  scenario.iterations = 1;
+  PlannedTrace plan = plan_steps(scenario);
+  uint64_t flattened = 0;
+  for (size_t at : allocs_of(plan, "deepspeed.allreduce_bucket_flat")) {
+    flattened += plan.trace.events[at].bytes;
+    CHECK(plan.trace.events[at].bytes <= (100'000 + plan.parameter_count / 4 + 1) * 4);
+  }
+  CHECK(flattened == plan.parameter_count * 4);  // autocast keeps fp32 parameters and grads; each reduced once
+  CHECK(allocs_of(plan, "deepspeed.allreduce_bucket_flat").size() > 1);
+}
+
+TEST_CASE("ZeRO-2 with overlap_comm frees the ipg buffers after recording the reduction stream on them, and the stream's events complete at the epilogue",
+          "[planner][parallel][deepspeed][streams]") {
+  Scenario scenario = deepspeed_job(2, true);
+  scenario.parallel.deepspeed.zero_optimization.reduce_bucket_size = 100'000;  // several buckets: both buffers reduce
+  PlannedTrace plan = plan_steps(scenario);
+  std::vector<uint8_t> recorded(plan.trace.slot_names.size(), 0);
+  size_t ipg_frees = 0;
+  size_t recorded_frees = 0;
+  bool awaiting_sync = false;
+  for (size_t i = 0; i < plan.trace.events.size(); ++i) {
+    const auto& event = plan.trace.events[i];
+    if (event.kind == EventKind::RecordStream && event.stream == kDeepSpeedReductionStream) recorded[event.slot] = 1;
+    if (event.kind == EventKind::StreamSync && event.stream == kDeepSpeedReductionStream) awaiting_sync = false;
+    if (event.kind == EventKind::Alloc) CHECK_FALSE(awaiting_sync);  // no request sees the buffers pending
+    if (event.kind != EventKind::Free || plan.names[plan.info[i].tensor].rfind("deepspeed.ipg_buffer", 0) != 0) continue;
+    ++ipg_frees;
+    if (recorded[event.slot]) ++recorded_frees;
+    awaiting_sync = true;
+  }
+  REQUIRE(ipg_frees > 0);
+  CHECK(recorded_frees == ipg_frees);
+  CHECK_FALSE(awaiting_sync);
 }

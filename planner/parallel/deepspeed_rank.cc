@@ -19,13 +19,34 @@
 // requires_grad params in bit16_groups, stage3.py _get_trainable_parameter_groups); a frozen
 // parameter stays its own 16-bit tensor at stages 0-2, and at stage 3 it is still
 // partitioned (its own partition tensor), gathered and released like every other one.
+// Reductions at stages 1-2 (DeepSpeedZeroOptimizer): grads go through the ipg bucket, which
+// is reduced when the next grad would not fit (reduce_independent_p_g_buckets_and_remove_grads)
+// and at the end of backward (the epilogue). Stage 2 does so in every backward; stage 1 only
+// with overlap_comm, and then only in the backward of the accumulation boundary
+// (process_gradients runs the reduction for `partition_gradients or overlap_comm`, and
+// reduce_ready_partitions_and_remove_grads skips stage 1 away from the boundary); without
+// overlap_comm stage 1 reduces in reduce_gradients() after the boundary's backward. A bucket's
+// reduction (average_tensor with reduce_scatter, DeepSpeed's default, and its default
+// use_multi_rank_bucket_allreduce) flattens the bucket's grad slices into one new tensor
+// (allreduce_bucket), all-reduces it and copies this rank's slices back, so each reduction
+// allocates a bucket-sized temporary. With contiguous_gradients this rank's grads are then
+// copied into grads_in_partition (copy_grads_in_partition, at stage 1 too: reduce_ipg_grads'
+// "zero stage 1" branch), and the autograd grad was freed when it was copied into the bucket.
 // Streams, with overlap_comm (DeepSpeed's default at stage 3): stage 3 all-gathers each
-// parameter on the coordinator's all-gather stream, and stage 2 reduces each bucket on the
-// reduction stream, where its grad partition (grads_in_partition, or the averaged pieces
-// without contiguous_gradients) is made. Blocks allocated there are reused only by requests
-// on that stream, so the gathered parameters and the partition keep memory of their own
-// instead of reusing the compute stream's free blocks (comm_streams.h). The ipg buffers are
-// made on the compute stream at the start of each backward, as DeepSpeed does.
+// parameter on the coordinator's all-gather stream; at stages 1-2 the reduction, its flat
+// temporary and the grad partition (grads_in_partition, or the averaged pieces without
+// contiguous_gradients) are on the reduction stream (average_tensor and reduce_ipg_grads run
+// under `stream(self.reduction_stream)`). Blocks allocated there are reused only by requests
+// on that stream, so they keep memory of their own instead of reusing the compute stream's
+// free blocks (comm_streams.h). The ipg buffers are made on the compute stream at the start of
+// each backward (setup_buckets, from the first grad hook), as DeepSpeed does.
+// record_stream, as DeepSpeed >= 0.19 calls it (PR #7965, allreduce_and_copy*): the slices
+// copied back from the reduction (views of the ipg buffer, or the grads themselves without
+// contiguous_gradients) are record_stream'd on the reduction stream; the flat temporary is too,
+// but it was allocated there, which the allocator ignores. The epilogue synchronises the device
+// (get_accelerator().synchronize() with overlap_comm) before it releases the ipg buffers, so the
+// events their frees record on the then idle reduction stream complete at once (the trace's
+// sync after the frees).
 #include <algorithm>
 
 #include "planner/parallel/comm_streams.h"
@@ -142,7 +163,9 @@ class DeepSpeedRank : public ParallelRank {
     if (stage_ == 3 && !training_) release_all();
   }
 
-  void begin_backward(bool) override {
+  void begin_backward(bool last_micro_batch) override {
+    reduces_in_hooks_ = stage_ == 2 || (stage_ == 1 && zero_.overlap_comm && last_micro_batch);
+    ipg_index_ = 0;
     if (stage_ >= 1 && stage_ <= 2 && zero_.contiguous_gradients) {
       const uint64_t bytes = static_cast<uint64_t>(zero_.reduce_bucket_size) * param_bytes_;
       ipg_buffers_.push_back(writer_->alloc(intern("deepspeed.ipg_buffer0"), bytes, TensorCategory::Communication));
@@ -176,30 +199,38 @@ class DeepSpeedRank : public ParallelRank {
       drop_grad(parameter);  // copied into the ipg bucket, reduce-scattered into the partition
       return;
     }
-    if (stage_ != 2) return;  // stages 0 and 1 keep the whole .grad until the boundary
-    bucket_fill_ += param_numel(parameter);
+    if (!reduces_in_hooks_) return;  // stages 0 and 1 keep the whole .grad until the boundary
+    const uint64_t numel = param_numel(parameter);
+    if (bucket_fill_ + numel > static_cast<uint64_t>(zero_.reduce_bucket_size)) flush_bucket();
+    bucket_fill_ += numel;
     if (zero_.contiguous_gradients) {
-      drop_grad(parameter);
+      drop_grad(parameter);  // copied into the ipg buffer; .grad is now a view of it
     } else {
       pending_.push_back(parameter);
     }
-    if (bucket_fill_ >= static_cast<uint64_t>(zero_.reduce_bucket_size)) flush_bucket();
   }
 
   void end_backward(bool last_micro_batch) override {
-    if (stage_ == 2) flush_bucket();
+    if (reduces_in_hooks_) flush_bucket();
+    const bool overlapped = zero_.overlap_comm && stage_ >= 1 && stage_ <= 2;
+    if (overlapped) writer_->sync_device();  // the epilogue's get_accelerator().synchronize()
     for (uint32_t slot : ipg_buffers_) writer_->free(slot);
     ipg_buffers_.clear();
+    reduces_in_hooks_ = false;
     if (stage_ == 3) release_all();
-    if (!last_micro_batch) return;
-    if (stage_ == 1) {
+    if (last_micro_batch && stage_ == 1) {
       // reduce_gradients() at the accumulation boundary: this rank keeps its partition.
       if (!offload_optimizer_ && grad_partition_ < 0) {
         grad_partition_ = writer_->alloc(intern("deepspeed.averaged_gradients"), partition_ * param_bytes_,
                                          TensorCategory::Gradient);
       }
       for (size_t p = 0; p < graph_.parameters.size(); ++p) drop_grad(static_cast<int32_t>(p));
-    } else if (stage_ == 0) {
+    }
+    // The reduction stream is idle after the synchronize, so the events that the frees of its
+    // recorded blocks (ipg buffers, stage 1's whole grads) record complete at once.
+    if (overlapped) writer_->sync(kDeepSpeedReductionStream);
+    if (!last_micro_batch) return;
+    if (stage_ == 0) {
       // allreduce_gradients(): flattened copies of reduce_bucket_size elements at a time.
       uint64_t chunk =
           std::min<uint64_t>(trainable_total_, static_cast<uint64_t>(std::max<int64_t>(1, zero_.reduce_bucket_size)));
@@ -248,27 +279,53 @@ class DeepSpeedRank : public ParallelRank {
     }
   }
 
-  // Stage 2: the bucket is reduced; this rank's slice lands in its grad partition.
+  // Stages 1-2: the bucket is reduced (on the reduction stream with overlap_comm) and this
+  // rank's slice lands in its grad partition.
   void flush_bucket() {
     if (bucket_fill_ == 0 && pending_.empty()) return;
     const sim::StreamId caller = writer_->stream();
-    if (zero_.overlap_comm) writer_->set_stream(kDeepSpeedReductionStream);
+    const sim::StreamId stream = zero_.overlap_comm ? kDeepSpeedReductionStream : caller;
+    writer_->set_stream(stream);
+    // allreduce_bucket's flat copy, freed before the next. Slices are gathered until they pass
+    // reduce_bucket_size, so only a parameter larger than the bucket (reduced alone) is
+    // flattened in pieces, each at most a bucket plus one partition-sized slice.
+    const uint64_t piece = static_cast<uint64_t>(std::max<int64_t>(1, zero_.reduce_bucket_size)) + std::max<uint64_t>(partition_, 1);
+    for (uint64_t left = bucket_fill_; left > 0;) {
+      const uint64_t numel = std::min(left, bucket_fill_ <= piece ? left : piece);
+      writer_->free(writer_->alloc(intern("deepspeed.allreduce_bucket_flat"), numel * param_bytes_,
+                                   TensorCategory::Communication));
+      left -= numel;
+    }
+    // buf.record_stream(reduction_stream) on the slices copied back.
+    if (zero_.overlap_comm) {
+      if (zero_.contiguous_gradients && ipg_index_ < ipg_buffers_.size()) {
+        writer_->record_stream(ipg_buffers_[ipg_index_], stream);
+      }
+      for (int32_t parameter : pending_) {
+        const int64_t grad = model_->grad_slot[static_cast<size_t>(parameter)];
+        if (grad >= 0) writer_->record_stream(static_cast<uint32_t>(grad), stream);
+      }
+    }
     if (!offload_optimizer_) {
       if (zero_.contiguous_gradients) {
         if (grad_partition_ < 0) {
           grad_partition_ = writer_->alloc(intern("deepspeed.grads_in_partition"), partition_ * param_bytes_,
                                            TensorCategory::Gradient);
         }
-      } else {
+      } else if (stage_ == 2) {
         uint64_t piece = (bucket_fill_ + world() - 1) / world();
         partition_pieces_.push_back(
             writer_->alloc(intern("deepspeed.averaged_gradients"), piece * param_bytes_, TensorCategory::Gradient));
       }
     }
     writer_->set_stream(caller);
-    for (int32_t parameter : pending_) drop_grad(parameter);
+    // Stage 1 keeps whole grads until the boundary's end; stage 2 drops the reduced ones.
+    if (stage_ == 2) {
+      for (int32_t parameter : pending_) drop_grad(parameter);
+    }
     pending_.clear();
     bucket_fill_ = 0;
+    if (zero_.overlap_comm && ipg_buffers_.size() > 1) ipg_index_ = 1 - ipg_index_;  // double buffering
   }
 
   // Stage 3 trace: modules with parameters in forward order, then in backward order.
@@ -369,6 +426,8 @@ class DeepSpeedRank : public ParallelRank {
   std::vector<int32_t> forward_position_;
   std::vector<int32_t> backward_position_;
   std::vector<uint32_t> ipg_buffers_;
+  size_t ipg_index_ = 0;          // the ipg buffer the bucket fills (two alternate with overlap_comm)
+  bool reduces_in_hooks_ = false;  // this backward reduces grads through the ipg bucket
   uint64_t bucket_fill_ = 0;
   std::vector<int32_t> pending_;
   std::vector<uint32_t> partition_pieces_;
