@@ -263,6 +263,24 @@ def make_optimizer(torch, params, cfg):
 
 # ---------------------------------------------------------------- the training loop
 
+def loop_settings(cfg):
+    """The scenario's training_loop and eval keys (docs/scenario-format.md) as the loop runs
+    them: (set_to_none, zero_first, caller-held outputs, keep_losses, eval_on, eval_batches,
+    eval_no_grad, eval_keep). The GPU harness reads them the same way."""
+    loop = cfg.get("training_loop", {}) or {}
+    set_to_none = str(loop.get("zero_grad", "set_to_none")) == "set_to_none"
+    zero_first = str(loop.get("zero_grad_position", "after_step")) == "before_forward"
+    held = set(loop.get("caller_held_outputs", ["loss"]))
+    keep_losses = bool(loop.get("keep_losses_across_iterations", False))
+    ev = cfg.get("eval") or {}
+    if ev is True:
+        ev = {"enabled": True}
+    eval_on, eval_batches = bool(ev.get("enabled", True)) if ev else False, int(ev.get("batches", 1))
+    eval_no_grad = bool(ev.get("no_grad", True))
+    eval_keep = bool(ev.get("accumulate_loss_without_item", False))
+    return set_to_none, zero_first, held, keep_losses, eval_on, eval_batches, eval_no_grad, eval_keep
+
+
 def run(cfg, hook, log):
     """Runs the configured loop with recording on; returns the sizes of things worth checking."""
     import contextlib
@@ -292,17 +310,8 @@ def run(cfg, hook, log):
         else str(cfg["device"].get("profile", "cpu"))
     if device != "cpu":
         raise ValueError(f"device {device!r}: a CPU capture needs a scenario with device: cpu")
-    loop = cfg.get("training_loop", {}) or {}
-    set_to_none = str(loop.get("zero_grad", "set_to_none")) == "set_to_none"
-    zero_first = str(loop.get("zero_grad_position", "after_step")) == "before_forward"
-    held = set(loop.get("caller_held_outputs", ["loss"]))
-    keep_losses = bool(loop.get("keep_losses_across_iterations", False))
-    ev = cfg.get("eval") or {}
-    if ev is True:
-        ev = {"enabled": True}
-    eval_on, eval_batches = bool(ev.get("enabled", True)) if ev else False, int(ev.get("batches", 1))
-    eval_no_grad = bool(ev.get("no_grad", True))
-    eval_keep = bool(ev.get("accumulate_loss_without_item", False))
+    (set_to_none, zero_first, held, keep_losses,
+     eval_on, eval_batches, eval_no_grad, eval_keep) = loop_settings(cfg)
     if precision == "amp_bf16":
         autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
     elif precision in ("fp32", "pure_bf16"):

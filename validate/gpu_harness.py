@@ -252,17 +252,8 @@ def run_loop(cfg, torch, phases, device, log):
     has_sdpa = hasattr(torch.nn.functional, "scaled_dot_product_attention")
     attention = str(cfg.get("attention") or ("auto" if has_sdpa and device.startswith("cuda") else "eager"))
     sdpa_backend = sdpa_context(torch, attention, device)
-    loop = cfg.get("training_loop", {}) or {}
-    set_to_none = str(loop.get("zero_grad", "set_to_none")) == "set_to_none"
-    zero_first = str(loop.get("zero_grad_position", "after_step")) == "before_forward"
-    held = set(loop.get("caller_held_outputs", ["loss"]))
-    keep_losses = bool(loop.get("keep_losses_across_iterations", False))
-    ev = cfg.get("eval") or {}
-    if ev is True:
-        ev = {"enabled": True}
-    eval_on, eval_batches = bool(ev.get("enabled", True)) if ev else False, int(ev.get("batches", 1))
-    eval_no_grad = bool(ev.get("no_grad", True))
-    eval_keep = bool(ev.get("accumulate_loss_without_item", False))
+    (set_to_none, zero_first, held, keep_losses,
+     eval_on, eval_batches, eval_no_grad, eval_keep) = capture.loop_settings(cfg)
     device_type = "cuda" if device.startswith("cuda") else "cpu"
     if precision in ("amp_bf16", "amp_fp16"):
         if precision == "amp_fp16" and device_type == "cpu":
