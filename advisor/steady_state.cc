@@ -4,7 +4,10 @@
 // allocation of the previous iteration", or the tensor itself for older ones), and the
 // iteration's schedule with its frees written in the same roles. When all three equal the
 // previous iteration's, the next iteration starts from the same state and frees the same
-// blocks, so it replays the same way, and so on by induction.
+// blocks, so it replays the same way, and so on by induction. With side streams the schedule
+// includes its record_stream and syncs, and only boundaries where no free waits on another
+// stream's events and no live tensor is record_stream'd are compared: there the blocks (and
+// which of them wait only for the next malloc to return) are the allocator's whole state.
 #include "advisor/steady_state.h"
 
 #include <algorithm>
@@ -27,10 +30,11 @@ constexpr int32_t kSetupEpoch = -1;
 
 struct BlockState {
   uint64_t address, size, requested, stream;
-  bool allocated, mapped;
+  bool allocated, mapped, pending;
   bool operator==(const BlockState& other) const {
-    return std::tie(address, size, requested, stream, allocated, mapped) ==
-           std::tie(other.address, other.size, other.requested, other.stream, other.allocated, other.mapped);
+    return std::tie(address, size, requested, stream, allocated, mapped, pending) ==
+           std::tie(other.address, other.size, other.requested, other.stream, other.allocated, other.mapped,
+                    other.pending);
   }
 };
 
@@ -39,10 +43,21 @@ std::vector<BlockState> layout_of(const sim::CachingAllocator& allocator) {
   for (const sim::Block* head : allocator.segment_heads()) {
     for (const sim::Block* block = head; block; block = block->next) {
       blocks.push_back(BlockState{block->address, block->size, block->allocated ? block->requested_size : 0,
-                                  block->stream, block->allocated, block->mapped});
+                                  block->stream, block->allocated, block->mapped, block->pending_free});
     }
   }
   return blocks;
+}
+
+// Whether a free still waits on a stream's events (one a sync has completed only waits for
+// the next malloc, which the layout's pending flag and the schedule determine).
+bool events_outstanding(const sim::CachingAllocator& allocator) {
+  for (const sim::Block* head : allocator.segment_heads()) {
+    for (const sim::Block* block = head; block; block = block->next) {
+      if (block->pending_free && block->event_count > 0) return true;
+    }
+  }
+  return false;
 }
 
 // A schedule step with its slot replaced by its role, comparable across iterations.
@@ -61,6 +76,7 @@ struct EpochRecord {
   std::vector<Step> steps;
   std::map<std::string, int64_t> stats;
   size_t events = 0;
+  bool settled = true;  // no free waiting on stream events, no recorded live tensor
 };
 
 class SteadyStateWatch {
@@ -70,7 +86,8 @@ class SteadyStateWatch {
         replayer_(replayer),
         alloc_epoch_(planned.trace.slot_names.size(), kSetupEpoch),
         alloc_rank_(planned.trace.slot_names.size(), 0),
-        live_position_(planned.trace.slot_names.size(), -1) {
+        live_position_(planned.trace.slot_names.size(), -1),
+        recorded_(planned.trace.slot_names.size(), 0) {
     loop_phase_.assign(planned.names.size(), 0);
     for (size_t i = 0; i < planned.names.size(); ++i) {
       if (planned.names[i] == "setup") setup_phase_ = static_cast<int64_t>(i);
@@ -95,10 +112,14 @@ class SteadyStateWatch {
         case sim::EventKind::Mark: current_.push_back(Step{3, 0, 0}); break;
         case sim::EventKind::EmptyCache: current_.push_back(Step{4, 0, 0}); break;
         case sim::EventKind::RecordStream:
+          current_.push_back(alloc_epoch_[event.slot] == epoch ? Step{5, alloc_rank_[event.slot], event.stream}
+                                                               : Step{6, role_of(event.slot, epoch - 1), event.stream});
+          if (live_position_[event.slot] >= 0) recorded_[event.slot] = 1;
+          break;
+        case sim::EventKind::StreamSync: current_.push_back(Step{7, event.stream, 0}); break;
+        case sim::EventKind::DeviceSync: current_.push_back(Step{8, 0, 0}); break;
         case sim::EventKind::FreeRequested:
         case sim::EventKind::FreeCompleted:
-        case sim::EventKind::StreamSync:
-        case sim::EventKind::DeviceSync:
         case sim::EventKind::CaptureBegin:
         case sim::EventKind::CaptureEnd:
         case sim::EventKind::GraphRelease:
@@ -106,8 +127,9 @@ class SteadyStateWatch {
         case sim::EventKind::MemPoolEnter:
         case sim::EventKind::MemPoolExit:
         case sim::EventKind::MemPoolRelease:
-          // Deferred frees and graph pools make the allocator's state depend on when streams synchronise, which
-          // the block comparison below does not capture: such a plan is replayed in full.
+          // Recorded frees and graph pools make the allocator's state depend on when streams synchronise, which
+          // the block comparison below does not capture: such a plan is replayed in full. (record_stream and
+          // syncs are compared as schedule steps; a boundary with a free still waiting is not compared.)
           broken_ = true;
           break;
       }
@@ -118,6 +140,7 @@ class SteadyStateWatch {
       live_position_[event.slot] = static_cast<int64_t>(live_.size());
       live_.push_back(event.slot);
     } else if (event.kind == sim::EventKind::Free && live_position_[event.slot] >= 0) {
+      recorded_[event.slot] = 0;  // its recorded streams are now the pending free's events
       const auto position = static_cast<size_t>(live_position_[event.slot]);
       live_[position] = live_.back();
       live_position_[live_[position]] = static_cast<int64_t>(position);
@@ -157,6 +180,7 @@ class SteadyStateWatch {
     if (broken_ || records_.size() < 3) return std::nullopt;
     const EpochRecord& last = records_.back();
     const EpochRecord& before = records_[records_.size() - 2];
+    if (!last.settled || !before.settled) return std::nullopt;
     if (last.steps != before.steps || last.roles.size() != before.roles.size()) return std::nullopt;
     for (size_t i = 0; i < last.roles.size(); ++i) {
       if (last.roles[i].first != before.roles[i].first) return std::nullopt;
@@ -200,6 +224,11 @@ class SteadyStateWatch {
     record.stats = replayer_->allocator().stats().as_flat_map();
     record.steps = std::move(current_);
     current_.clear();
+    // A boundary is comparable only when no free waits on a stream's events and no live tensor
+    // carries a record_stream that its later free would turn into one: then the blocks (with
+    // their pending flags) are the whole of the allocator's state.
+    record.settled = !events_outstanding(replayer_->allocator()) &&
+                     std::none_of(live_.begin(), live_.end(), [&](uint32_t slot) { return recorded_[slot] != 0; });
     if (!found_ && !broken_) {
       record.roles.reserve(live_.size());
       for (uint32_t slot : live_) record.roles.emplace_back(role_of(slot, epoch), replayer_->address_of(slot));
@@ -222,7 +251,7 @@ class SteadyStateWatch {
     for (int32_t period = 1; period <= kMaxSteadyPeriod; ++period) {
       if (epoch - 2 * period + 1 < 0) break;
       const EpochRecord& then = records_[static_cast<size_t>(epoch - period)];
-      if (now.layout != then.layout || now.roles != then.roles) continue;
+      if (!now.settled || !then.settled || now.layout != then.layout || now.roles != then.roles) continue;
       bool same_schedules = true;
       for (int32_t back = 0; back < period && same_schedules; ++back) {
         same_schedules = records_[static_cast<size_t>(epoch - back)].steps ==
@@ -244,6 +273,7 @@ class SteadyStateWatch {
   std::vector<uint32_t> alloc_rank_;
   std::vector<int64_t> live_position_;
   std::vector<uint32_t> live_;
+  std::vector<uint8_t> recorded_;  // live slots with a record_stream
   uint32_t allocs_in_epoch_ = 0;
   size_t events_in_epoch_ = 0;
   std::vector<Step> current_;

@@ -52,6 +52,25 @@ TEST_CASE("A long job predicted from its steady state equals planning every iter
   require_same_prediction(window, every_iteration(scenario));
 }
 
+TEST_CASE("A long job with side streams and recorded frees predicted from its steady state equals planning every iteration",
+          "[hostile]") {
+  // Its record_stream'd blocks are all freed and their streams synchronised by the end of each
+  // iteration, so the blocks are the allocator's whole state at the boundaries.
+  const std::string parallel = GENERATE(
+      std::string("parallel: {world_size: 4, deepspeed: {bf16: {enabled: true}, zero_optimization: {stage: 2, overlap_comm: true, "
+                  "reduce_bucket_size: 100000}}}\n"),
+      std::string("parallel: {world_size: 4, deepspeed: {bf16: {enabled: true}, zero_optimization: {stage: 3, overlap_comm: true, "
+                  "offload_optimizer: {device: cpu}, stage3_param_persistence_threshold: 0}}}\n"),
+      std::string("parallel: {world_size: 4, fsdp: {sharding_strategy: FULL_SHARD, auto_wrap: block}}\n"));
+  Scenario scenario = load_scenario_text(
+      "model: llama-tiny\nbatch_size: 2\nseq_len: 64\niterations: 40\ndevice: a100-80gb\n" + parallel,
+      "streams.yaml");
+  Prediction window = predict(scenario);
+  REQUIRE(window.steady_state.extrapolated);
+  CHECK(window.steady_state.planned_iterations < scenario.iterations);
+  require_same_prediction(window, every_iteration(scenario), /*with_counters=*/window.steady_state.exact);
+}
+
 TEST_CASE("A job whose allocator layout never settles exactly is extrapolated only with a flag saying so",
           "[hostile]") {
   // Its schedule repeats and nothing accumulates, but blocks keep shifting within the small
