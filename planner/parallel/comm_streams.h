@@ -17,5 +17,9 @@ inline constexpr sim::StreamId kFsdpPostBackwardStream = 0xf5d2;
 // coordinator's __allgather_stream). Without overlap_comm both are the compute stream.
 inline constexpr sim::StreamId kDeepSpeedReductionStream = 0xd5e1;
 inline constexpr sim::StreamId kDeepSpeedAllgatherStream = 0xd5e2;
+// DeepSpeed ZeRO-3 with overlap_comm: the optimizer's reduce_and_partition_stream, where the
+// ipg bucket is filled and reduce-scattered (the plan allocates nothing there; the autograd
+// grads it copies are record_stream'd on it).
+inline constexpr sim::StreamId kDeepSpeedReduceAndPartitionStream = 0xd5e3;
 
 }  // namespace oomcast::planner

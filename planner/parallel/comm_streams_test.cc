@@ -2,6 +2,8 @@
 // its reduce-scatters on the post-backward stream, with record_stream-deferred frees, and
 // DeepSpeed's overlap_comm all-gather and reduction streams, so the plan's reserved memory
 // includes what overlapping collectives hold apart from the compute stream. The comparisons replay the plans through the simulator (default settings).
+#include <set>
+
 #include <catch2/catch.hpp>
 
 #include "planner/parallel/comm_streams.h"
@@ -239,4 +241,71 @@ TEST_CASE("ZeRO-2 with overlap_comm frees the ipg buffers after recording the re
   REQUIRE(ipg_frees > 0);
   CHECK(recorded_frees == ipg_frees);
   CHECK_FALSE(awaiting_sync);
+}
+
+namespace {
+
+// How many frees of tensors whose names start with `prefix` the plan has, and how many of them
+// follow a record_stream of the same slot on `stream`.
+std::pair<size_t, size_t> recorded_frees(const PlannedTrace& plan, const std::string& prefix, oomcast::sim::StreamId stream) {
+  std::vector<uint8_t> recorded(plan.trace.slot_names.size(), 0);
+  size_t frees = 0;
+  size_t after_record = 0;
+  for (size_t i = 0; i < plan.trace.events.size(); ++i) {
+    const auto& event = plan.trace.events[i];
+    if (event.kind == EventKind::RecordStream && event.stream == stream) recorded[event.slot] = 1;
+    if (event.kind == EventKind::Alloc) recorded[event.slot] = 0;
+    if (event.kind != EventKind::Free || plan.names[plan.info[i].tensor].rfind(prefix, 0) != 0) continue;
+    ++frees;
+    if (recorded[event.slot]) ++after_record;
+  }
+  return {frees, after_record};
+}
+
+size_t stream_events(const PlannedTrace& plan) {
+  size_t count = 0;
+  for (const auto& event : plan.trace.events) count += event.kind == EventKind::RecordStream ? 1 : 0;
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO-3 with overlap_comm frees each gathered parameter only after recording the compute stream on it",
+          "[planner][parallel][deepspeed][streams]") {
+  auto [frees, after_record] = recorded_frees(plan_steps(deepspeed_job(3, true)), "allgather:", kComputeStream);
+  REQUIRE(frees > 0);
+  CHECK(after_record == frees);
+}
+
+TEST_CASE("ZeRO-3 with overlap_comm records each autograd grad on the reduce-and-partition stream as it enters the ipg bucket",
+          "[planner][parallel][deepspeed][streams]") {
+  PlannedTrace plan = plan_steps(deepspeed_job(3, true));
+  size_t recorded = 0;
+  for (const auto& event : plan.trace.events) {
+    recorded += event.kind == EventKind::RecordStream && event.stream == kDeepSpeedReduceAndPartitionStream ? 1 : 0;
+  }
+  std::set<std::string> parameters;  // every parameter is gathered (no persistence threshold)
+  for (size_t i = 0; i < plan.trace.events.size(); ++i) {
+    const std::string& name = plan.names[plan.info[i].tensor];
+    if (plan.trace.events[i].kind == EventKind::Alloc && name.rfind("allgather:", 0) == 0) parameters.insert(name);
+  }
+  REQUIRE_FALSE(parameters.empty());
+  CHECK(recorded == 3 * parameters.size());  // each grad, in each of the three backwards
+}
+
+TEST_CASE("ZeRO stages without overlap_comm record no stream, their collectives being on the compute stream",
+          "[planner][parallel][deepspeed][streams]") {
+  for (int stage : {1, 2, 3}) CHECK(stream_events(plan_steps(deepspeed_job(stage, false))) == 0);
+}
+
+TEST_CASE("ZeRO-3's recorded frees complete where DeepSpeed's CPU waits, so the released blocks are reused",
+          "[planner][parallel][deepspeed][streams]") {
+  PlannedTrace plan = plan_steps(deepspeed_job(3, true));
+  oomcast::sim::Trace without_waits = plan.trace;
+  without_waits.events.clear();
+  without_waits.source_lines.clear();
+  for (const auto& event : plan.trace.events) {
+    if (event.kind != EventKind::StreamSync) without_waits.events.push_back(event);
+  }
+  CHECK(replayed(plan.trace).peak_reserved_bytes < replayed(without_waits).peak_reserved_bytes);
 }

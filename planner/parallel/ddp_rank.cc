@@ -5,6 +5,10 @@
 // gradient is copied in and freed. Only parameters with requires_grad are in the Reducer
 // (DDP's _build_params_for_reducer filters them): a frozen parameter has no bucket space, no
 // .grad and no optimizer state, but _sync_module_states still broadcasts it.
+// Streams: everything is on the compute stream. ProcessGroupNCCL all-reduces each bucket in
+// place on its own stream and record_streams it there (unless TORCH_NCCL_AVOID_RECORD_STREAMS),
+// but a recorded block waits only when freed and the buckets live for the whole run
+// (docs/distributed.md, Streams).
 #include <algorithm>
 #include <map>
 

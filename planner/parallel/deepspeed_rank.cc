@@ -47,6 +47,22 @@
 // (get_accelerator().synchronize() with overlap_comm) before it releases the ipg buffers, so the
 // events their frees record on the then idle reduction stream complete at once (the trace's
 // sync after the frees).
+// At stage 3 with overlap_comm: free_param (partition_parameters.py) record_streams the gathered
+// parameter on the current (compute) stream before it drops it, so its block, on the
+// all-gather stream, returns only once the compute stream has caught up; and
+// __add_grad_to_ipg_bucket record_streams each autograd grad on reduce_and_partition_stream
+// as it copies it into the ipg bucket there, after that stream waited on the compute stream.
+// The trace knows no GPU timing, so the events complete where the CPU waits: with more than
+// max_param_reduce_events (2) bucket reductions in flight, __reduce_and_partition_ipg_grads
+// synchronises the oldest one's event (taken as a sync of the reduction stream and, as that
+// stream had waited on it, of the compute stream: up to two buckets earlier than the real
+// event), and the epilogue synchronises reduce_and_partition_stream at the end of backward.
+// In forward and backward the parameter coordinator's fetch_sub_module waits on an event per
+// gathered parameter and synchronises the oldest when more than __max_ongoing_fetch_events (2)
+// are outstanding; those events are on the all-gather stream, which the compute stream waits
+// on before every module, and the compute stream is taken to keep pace with it, so that wait
+// also completes the compute stream's recorded frees (without that assumption nothing in
+// forward would, and the released parameters would pile up until backward).
 #include <algorithm>
 
 #include "planner/parallel/comm_streams.h"
@@ -56,6 +72,11 @@
 namespace oomcast::planner {
 
 namespace {
+
+// DeepSpeedZeroOptimizer_Stage3.max_param_reduce_events.
+constexpr uint32_t kMaxParamReduceEvents = 2;
+// PartitionedParameterCoordinator.__max_ongoing_fetch_events.
+constexpr uint32_t kMaxOngoingFetchEvents = 2;
 
 class DeepSpeedRank : public ParallelRank {
  public:
@@ -151,6 +172,7 @@ class DeepSpeedRank : public ParallelRank {
   void before_forward_op(uint32_t op) override {
     if (stage_ != 3 || uses_.params_of_op[op].empty()) return;
     fetch(uses_.params_of_op[op]);
+    wait_for_fetch(uses_.params_of_op[op]);
     if (training_) prefetch(forward_position_[op] + 1);
   }
 
@@ -186,6 +208,7 @@ class DeepSpeedRank : public ParallelRank {
     }
     if (uses_.params_of_op[op].empty()) return;
     fetch(uses_.params_of_op[op]);
+    wait_for_fetch(uses_.params_of_op[op]);
     prefetch(backward_position_[op] + 1);
   }
 
@@ -196,7 +219,7 @@ class DeepSpeedRank : public ParallelRank {
 
   void parameter_grad_ready(int32_t parameter) override {
     if (stage_ == 3) {
-      drop_grad(parameter);  // copied into the ipg bucket, reduce-scattered into the partition
+      stage3_grad_ready(parameter);
       return;
     }
     if (!reduces_in_hooks_) return;  // stages 0 and 1 keep the whole .grad until the boundary
@@ -217,7 +240,17 @@ class DeepSpeedRank : public ParallelRank {
     for (uint32_t slot : ipg_buffers_) writer_->free(slot);
     ipg_buffers_.clear();
     reduces_in_hooks_ = false;
-    if (stage_ == 3) release_all();
+    if (stage_ == 3) {
+      reduce_stage3_bucket();  // the epilogue reduces what is left in the bucket
+      if (zero_.overlap_comm) {
+        // reduce_and_partition_stream.synchronize(); that stream waited on the compute stream
+        // for the last grad, so the compute stream has caught up too.
+        writer_->sync(kDeepSpeedReduceAndPartitionStream);
+        writer_->sync(kComputeStream);
+      }
+      reductions_in_flight_ = 0;
+      release_all();
+    }
     if (last_micro_batch && stage_ == 1) {
       // reduce_gradients() at the accumulation boundary: this rank keeps its partition.
       if (!offload_optimizer_ && grad_partition_ < 0) {
@@ -242,7 +275,14 @@ class DeepSpeedRank : public ParallelRank {
   }
 
   void optimizer_step() override {
-    if (offload_optimizer_) return;  // DeepSpeedCPUAdam steps on the host
+    if (offload_optimizer_) {
+      // The norm of the offloaded grads is read on the host (stage3.py
+      // complete_grad_norm_calculation_for_cpu_offload: float() and .cpu() of device tensors;
+      // stage_1_and_2.py: .item()), a wait on the compute stream. Then DeepSpeedCPUAdam steps
+      // on the host. (Only frees recorded with overlap_comm wait for it.)
+      if (zero_.overlap_comm) writer_->sync(kComputeStream);
+      return;
+    }
     const uint64_t elements = optimizer_elements();
     if (stage_ == 0 && !moments_created_) allocate_moments(elements);
     uint64_t tile = stage_ == 3 ? std::min<uint64_t>(elements, static_cast<uint64_t>(std::max<int64_t>(1, zero_.sub_group_size)))
@@ -356,6 +396,22 @@ class DeepSpeedRank : public ParallelRank {
     for (int32_t parameter : params) gather(parameter);
   }
 
+  // fetch_sub_module's wait: one event on the all-gather stream per gathered parameter waited
+  // on; with more than __max_ongoing_fetch_events outstanding the CPU synchronises the oldest.
+  // The compute stream waits on the all-gather stream before every module, and is taken to
+  // keep pace with it (the trace has no GPU timing), so that is a sync of both streams: every
+  // free recorded so far completes, up to two events earlier than the real one would.
+  void wait_for_fetch(const std::vector<int32_t>& params) {
+    if (!zero_.overlap_comm) return;
+    for (int32_t parameter : params) {
+      if (!persistent_[static_cast<size_t>(parameter)] && gathered_[static_cast<size_t>(parameter)] >= 0) ++fetches_in_flight_;
+    }
+    if (fetches_in_flight_ <= kMaxOngoingFetchEvents) return;
+    fetches_in_flight_ = kMaxOngoingFetchEvents;
+    writer_->sync(kDeepSpeedAllgatherStream);
+    writer_->sync(kComputeStream);
+  }
+
   // The coordinator fetches ahead along the trace up to stage3_prefetch_bucket_size
   // elements, never past stage3_max_live_parameters available.
   void prefetch(int32_t from) {
@@ -382,9 +438,38 @@ class DeepSpeedRank : public ParallelRank {
       auto p = static_cast<size_t>(parameter);
       if (persistent_[p] || gathered_[p] < 0) continue;
       if (position >= 0 && reused_soon(parameter, static_cast<size_t>(position) + 1)) continue;
-      writer_->free(static_cast<uint32_t>(gathered_[p]));
+      free_gathered(static_cast<uint32_t>(gathered_[p]));
       gathered_[p] = -1;
       live_numel_ -= param_numel(parameter);
+    }
+  }
+
+  // free_param(): "don't free the parameter while it is still being used for computation".
+  void free_gathered(uint32_t slot) {
+    if (zero_.overlap_comm) writer_->record_stream(slot, kComputeStream);
+    writer_->free(slot);
+  }
+
+  // Stage 3's ipg bucket: reduced when the next grad would not fit (and it holds something);
+  // the grad is copied into the bucket (and freed) if it fits, else reduced from .grad.
+  void stage3_grad_ready(int32_t parameter) {
+    const uint64_t numel = param_numel(parameter);
+    const auto bucket = static_cast<uint64_t>(std::max<int64_t>(1, zero_.reduce_bucket_size));
+    if (bucket_fill_ > 0 && bucket_fill_ + numel > bucket) reduce_stage3_bucket();
+    const int64_t grad = model_->grad_slot[static_cast<size_t>(parameter)];
+    if (zero_.overlap_comm && grad >= 0) writer_->record_stream(static_cast<uint32_t>(grad), kDeepSpeedReduceAndPartitionStream);
+    drop_grad(parameter);  // copied into the ipg bucket, reduce-scattered into the partition
+    bucket_fill_ += numel;
+  }
+
+  void reduce_stage3_bucket() {
+    bucket_fill_ = 0;
+    if (!zero_.overlap_comm) return;
+    // More than max_param_reduce_events in flight: the CPU waits on the oldest reduction.
+    if (++reductions_in_flight_ > kMaxParamReduceEvents) {
+      reductions_in_flight_ = kMaxParamReduceEvents;
+      writer_->sync(kDeepSpeedReduceAndPartitionStream);
+      writer_->sync(kComputeStream);
     }
   }
 
@@ -404,7 +489,7 @@ class DeepSpeedRank : public ParallelRank {
   void release_all() {
     for (size_t p = 0; p < gathered_.size(); ++p) {
       if (gathered_[p] < 0) continue;
-      writer_->free(static_cast<uint32_t>(gathered_[p]));
+      free_gathered(static_cast<uint32_t>(gathered_[p]));
       gathered_[p] = -1;
     }
     live_numel_ = 0;
@@ -428,6 +513,8 @@ class DeepSpeedRank : public ParallelRank {
   std::vector<uint32_t> ipg_buffers_;
   size_t ipg_index_ = 0;          // the ipg buffer the bucket fills (two alternate with overlap_comm)
   bool reduces_in_hooks_ = false;  // this backward reduces grads through the ipg bucket
+  uint32_t reductions_in_flight_ = 0;
+  uint32_t fetches_in_flight_ = 0;  // stage 3 fetch events the CPU has not waited on  // stage 3 bucket reductions whose events the CPU has not waited on
   uint64_t bucket_fill_ = 0;
   std::vector<int32_t> pending_;
   std::vector<uint32_t> partition_pieces_;
