@@ -316,6 +316,9 @@ void CachingAllocator::fail_with_oom(uint64_t requested, uint64_t rounded, uint6
   figures.allowed_bytes = allowed_memory_maximum();
   figures.allocated_bytes = static_cast<uint64_t>(stats_.allocated_bytes.all().current);
   figures.reserved_bytes = reserved;
+  for (const auto& [id, pool] : private_pools_)
+    for (const BlockPool* blocks : {&pool->small_blocks, &pool->large_blocks})
+      for (const Block* block : blocks->blocks().in_order()) figures.cached_in_private_pools += block->size;
   figures.expandable_segments = config_.expandable_segments;
   figures.torch_version = config_.torch_version;
   last_oom_ = OomDetails{requested, rounded, alloc_size, current_oom_message(figures), legacy_oom_message(figures)};

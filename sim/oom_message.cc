@@ -46,9 +46,13 @@ std::string current_oom_message(const OomFigures& f) {
   if (f.nvml_available)
     text += "Including non-PyTorch memory, this process has " + format_size(f.process_in_use) + " memory in use. ";
   if (f.memory_fraction_set && f.torch_version >= 205) text += format_size(f.allowed_bytes) + " allowed; ";
-  uint64_t unallocated = f.reserved_bytes > f.allocated_bytes ? f.reserved_bytes - f.allocated_bytes : 0;
-  text += "Of the allocated memory " + format_size(f.allocated_bytes) + " is allocated by PyTorch, and " +
-          format_size(unallocated) + " is reserved by PyTorch but unallocated.";
+  // From 2.4 (#124673) the free blocks cached in private pools count as allocated, named apart.
+  uint64_t in_private_pools = f.torch_version >= 204 ? f.cached_in_private_pools : 0;
+  uint64_t allocated = f.allocated_bytes + in_private_pools;
+  uint64_t unallocated = f.reserved_bytes > allocated ? f.reserved_bytes - allocated : 0;
+  text += "Of the allocated memory " + format_size(allocated) + " is allocated by PyTorch, ";
+  if (in_private_pools > 0) text += "with " + format_size(in_private_pools) + " allocated in private pools (e.g., CUDA Graphs), ";
+  text += "and " + format_size(unallocated) + " is reserved by PyTorch but unallocated.";
   bool hint = !(f.expandable_segments && f.torch_version >= 211);
   if (hint)
     text += " If reserved but unallocated memory is large try setting "

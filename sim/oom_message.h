@@ -21,6 +21,7 @@ struct OomFigures {
   uint64_t allowed_bytes = 0;       // fraction x total
   uint64_t allocated_bytes = 0;     // allocated_bytes.all.current
   uint64_t reserved_bytes = 0;      // reserved_bytes.all.current
+  uint64_t cached_in_private_pools = 0;  // free cached blocks of graph pools and MemPools (2.4+ text)
   bool expandable_segments = false;
   int torch_version = 206;          // 100*major + minor
 };

@@ -87,3 +87,21 @@ TEST_CASE("torch 2.0 and earlier print the legacy text", "[sim][oom]") {
   f.torch_version = 200;
   CHECK(current_oom_message(f) == legacy_oom_message(f));
 }
+
+TEST_CASE("from 2.4 the OOM message counts the free blocks cached in private pools as allocated", "[sim][oom]") {
+  // The real message quoted in the spec (§5.2): 46 MiB cached in private pools.
+  OomFigures f;
+  f.alloc_size = 546ull << 20;
+  f.device_total = 16934436864ull;
+  f.device_free = 539164672ull;
+  f.process_in_use = 16374562816ull;
+  f.cached_in_private_pools = 46ull << 20;
+  f.allocated_bytes = 14742363750ull - f.cached_in_private_pools;
+  f.reserved_bytes = 14742363750ull + 772657152ull;
+  CHECK(current_oom_message(f).find("Of the allocated memory 13.73 GiB is allocated by PyTorch, with 46.00 MiB "
+                                    "allocated in private pools (e.g., CUDA Graphs), and 736.86 MiB is reserved by "
+                                    "PyTorch but unallocated.") != std::string::npos);
+  f.torch_version = 203;
+  CHECK(current_oom_message(f).find("Of the allocated memory 13.68 GiB is allocated by PyTorch, and 782.86 MiB is "
+                                    "reserved") != std::string::npos);
+}
