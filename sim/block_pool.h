@@ -33,6 +33,9 @@ class BlockPool {
 
   bool is_small() const { return is_small_; }
   PrivatePool* owner() const { return owner_; }
+  // torch.cuda.MemPool(no_split=True): the pool's blocks are handed out whole.
+  bool no_split() const { return no_split_; }
+  void set_no_split(bool no_split) { no_split_ = no_split; }
   FreeSet& blocks() { return blocks_; }
   const FreeSet& blocks() const { return blocks_; }
   UnmappedSet& unmapped() { return unmapped_; }
@@ -60,6 +63,7 @@ class BlockPool {
 
  private:
   bool is_small_;
+  bool no_split_ = false;
   PrivatePool* owner_;
   FreeSet blocks_;
   UnmappedSet unmapped_;

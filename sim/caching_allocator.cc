@@ -68,6 +68,11 @@ Block* CachingAllocator::malloc(uint64_t requested, uint64_t stream) {
     uint64_t alloc_size = get_allocation_size(size);
     if (garbage_collection_active()) garbage_collect_cached_blocks();
     block = alloc_block(pool, stream, size, alloc_size, false);
+    // 2.10+ tries the use_on_oom pools before freeing any cache; 2.8 and 2.9 only as the last
+    // resort after the whole retry (below).
+    const bool has_oom_fallback = !use_on_oom_pools_.empty();
+    if (!block && has_oom_fallback && config_.torch_version >= 210) [[unlikely]]
+      block = take_from_use_on_oom_pool(pool, stream, size);
     if (!block && release_available_cached_blocks(pool, stream, size))
       block = alloc_block(pool, stream, size, alloc_size, false);
     if (!block && captures_underway_.empty()) {
@@ -78,6 +83,8 @@ Block* CachingAllocator::malloc(uint64_t requested, uint64_t stream) {
       stats_.num_alloc_retries += 1;
       block = alloc_block(pool, stream, size, alloc_size, true);
     }
+    if (!block && has_oom_fallback && config_.torch_version < 210) [[unlikely]]
+      block = take_from_use_on_oom_pool(pool, stream, size);
     if (!block) {
       fail_with_oom(requested, size, alloc_size);
       return nullptr;
@@ -111,6 +118,7 @@ Block* CachingAllocator::get_free_block(BlockPool& pool, uint64_t stream, uint64
 }
 
 bool CachingAllocator::should_split(const Block* block, uint64_t size) const {
+  if (block->pool->no_split()) [[unlikely]] return false;
   uint64_t remaining = block->size - size;
   if (block->pool->is_small() || config_.expandable_segments) return remaining >= kMinBlockSize;
   return size < config_.max_split_size && remaining > kSmallSize;

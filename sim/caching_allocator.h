@@ -4,7 +4,8 @@
 // CUDACachingAllocator.cpp so docs/allocator-model.md needs no translation column.
 // Single-threaded; one stream partition per stream id; CUDA events of record_stream are
 // modelled by the synchronisation points the caller reports (sim/stream_events.cc). CUDA
-// graph captures and torch.cuda.MemPool contexts allocate from private pools
+// graph captures and torch.cuda.MemPool contexts allocate from private pools; a MemPool
+// made with use_on_oom lends its cached blocks to default-pool requests about to fail
 // (sim/graph_pools.cc).
 #pragma once
 
@@ -98,9 +99,12 @@ class CachingAllocator {
   // CUDAGraph::capture_end, or the end of a use_mem_pool context. Returns false if no
   // capture into `pool_id` is underway.
   bool end_allocate_to_pool(uint64_t pool_id);
-  // torch.cuda.MemPool(): a user pool with one user, the pool object. Returns false if the
-  // id is taken.
-  bool create_pool(uint64_t pool_id);
+  // torch.cuda.MemPool(use_on_oom, no_split): a user pool with one user, the pool object.
+  // With `use_on_oom` a default-pool allocation that would OOM may take one of its cached
+  // blocks; with `no_split` its blocks are never split. Returns false if the id is taken.
+  bool create_pool(uint64_t pool_id, bool use_on_oom = false, bool no_split = false);
+  // The MemPool object is destroyed: its pool no longer serves other allocations on OOM.
+  void stop_use_on_oom(uint64_t pool_id);
   // A graph using the pool is destroyed or reset: one user fewer. At zero its free segments
   // become releasable. Returns false if the pool has no user left to release.
   bool release_pool(uint64_t pool_id);
@@ -170,6 +174,10 @@ class CachingAllocator {
 
   // --- graph_pools.cc ---
   BlockPool* capture_pool_for(uint64_t rounded_size, uint64_t stream);
+  // PyTorch's try_mempool_fallback: for a request of the default pools about to fail, a
+  // cached block that fits in one of the use_on_oom pools (created first, tried first), taken
+  // out of that pool's free set; nullptr when none fits. Never a new segment.
+  Block* take_from_use_on_oom_pool(const BlockPool& requested, uint64_t stream, uint64_t size);
   PrivatePool* find_private_pool(uint64_t pool_id);
   void release_freeable_private_pools();
   // The pools a walk over every free block must visit: the allocator's and each private one.
@@ -211,6 +219,7 @@ class CachingAllocator {
   size_t pending_frees_ = 0;
   std::map<uint64_t, std::unique_ptr<PrivatePool>> private_pools_;  // by MempoolId
   std::vector<PrivatePool*> freeable_private_pools_;                 // use_count 0, segments left
+  std::vector<uint64_t> use_on_oom_pools_;                           // live MemPools with use_on_oom
   // PyTorch's captures_underway: the pools that take allocations now, each with the streams
   // it takes them from. A use_mem_pool context is one too, so while it is open, as during a
   // capture, events are not polled and the OOM retry does not flush the cache.

@@ -1,9 +1,10 @@
 // CUDA graph private pools (torch.cuda.graph, torch.compile "reduce-overhead", the decode
 // graphs of serving engines) and torch.cuda.MemPool user pools: begin/end of a capture or a
 // use_mem_pool context, side streams joining a capture, the release of a graph or a pool,
-// and the pool lookup malloc makes while one is underway. Behaviour as in PyTorch's
-// beginAllocateToPool (with its stream filter) / endAllocateToPool / releasePool and
-// release_cached_blocks.
+// the pool lookup malloc makes while one is underway, and the MemPool options (use_on_oom's
+// last-resort borrowing, no_split). Behaviour as in PyTorch's beginAllocateToPool (with its
+// stream filter) / endAllocateToPool / releasePool, release_cached_blocks and
+// try_mempool_fallback.
 #include <algorithm>
 
 #include "sim/caching_allocator.h"
@@ -30,10 +31,32 @@ bool CachingAllocator::graph_capture_underway() const {
                      [](const CaptureUnderway& capture) { return !capture.every_stream; });
 }
 
-bool CachingAllocator::create_pool(uint64_t pool_id) {
+bool CachingAllocator::create_pool(uint64_t pool_id, bool use_on_oom, bool no_split) {
   if (find_private_pool(pool_id)) return false;
-  private_pools_.emplace(pool_id, std::make_unique<PrivatePool>(pool_id));
+  PrivatePool& pool = *private_pools_.emplace(pool_id, std::make_unique<PrivatePool>(pool_id)).first->second;
+  pool.small_blocks.set_no_split(no_split);
+  pool.large_blocks.set_no_split(no_split);
+  if (use_on_oom) use_on_oom_pools_.push_back(pool_id);
   return true;
+}
+
+void CachingAllocator::stop_use_on_oom(uint64_t pool_id) {
+  use_on_oom_pools_.erase(std::remove(use_on_oom_pools_.begin(), use_on_oom_pools_.end(), pool_id),
+                          use_on_oom_pools_.end());
+}
+
+// Only cached blocks: the fallback searches the pool as get_free_block would (best fit, the
+// max_split_size rules) and never grows it. The block stays the pool's, so its free returns
+// it there, and a no_split pool hands it out whole.
+Block* CachingAllocator::take_from_use_on_oom_pool(const BlockPool& requested, uint64_t stream, uint64_t size) {
+  if (requested.owner()) return nullptr;  // an allocation already bound for a private pool just fails
+  for (uint64_t pool_id : use_on_oom_pools_) {
+    PrivatePool* pool = find_private_pool(pool_id);
+    if (!pool) continue;
+    BlockPool& blocks = size <= (1ull << 20) ? pool->small_blocks : pool->large_blocks;
+    if (Block* block = get_free_block(blocks, stream, size)) return block;
+  }
+  return nullptr;
 }
 
 bool CachingAllocator::join_capture(uint64_t pool_id, uint64_t stream) {
@@ -89,6 +112,7 @@ void CachingAllocator::release_freeable_private_pools() {
     release_blocks(pool->small_blocks);
     release_blocks(pool->large_blocks);
     if (pool->segment_count == 0) {
+      stop_use_on_oom(pool->id);
       it = freeable_private_pools_.erase(it);
       private_pools_.erase(pool->id);
     } else {

@@ -135,12 +135,25 @@ Replayer::UserPool* Replayer::find_user_pool(uint32_t name) {
 // its context is open (beginAllocateToPool) and gives it back on exit (releasePool); `del
 // pool` gives back the last, after which empty_cache returns the pool's free segments.
 void Replayer::enter_mem_pool(const Trace& trace, size_t index) {
-  uint32_t name = trace.events[index].tag;
+  const Event& event = trace.events[index];
+  uint32_t name = event.tag;
   UserPool* pool = find_user_pool(name);
+  const uint32_t options = event.slot;
+  if (options != 0 && pool) throw_bad_pool_event(trace, index, "gets MemPool options after its creation");
   if (!pool) {
+    const TorchVersion version = allocator_->config().torch_version;
+    auto refuse_older = [&](const char* option, const char* since) {
+      throw_bad_pool_event(trace, index,
+                           std::string("is created with ") + option + ", which torch.cuda.MemPool takes from PyTorch " +
+                               since + " on; the replay mimics " + std::to_string(version / 100) + "." +
+                               std::to_string(version % 100) + ", where MemPool() raises TypeError (set the torch "
+                               "version to " + since + " or later)");
+    };
+    if ((options & kMemPoolUseOnOom) && version < 208) refuse_older("use_on_oom", "2.8");
+    if ((options & kMemPoolNoSplit) && version < 210) refuse_older("no_split", "2.10");
     user_pools_.push_back(UserPool{name, next_pool_id_++, false});
     pool = &user_pools_.back();
-    allocator_->create_pool(pool->pool_id);
+    allocator_->create_pool(pool->pool_id, options & kMemPoolUseOnOom, options & kMemPoolNoSplit);
   }
   if (pool->entered) throw_bad_pool_event(trace, index, "is entered again inside its own use_mem_pool context");
   if (!allocator_->begin_allocate_to_pool(pool->pool_id, 0, /*every_stream=*/true))
@@ -161,6 +174,7 @@ void Replayer::release_mem_pool(const Trace& trace, size_t index) {
   UserPool* pool = find_user_pool(name);
   if (!pool) throw_bad_pool_event(trace, index, "is released but was never entered");
   if (pool->entered) throw_bad_pool_event(trace, index, "is released inside its use_mem_pool context");
+  allocator_->stop_use_on_oom(pool->pool_id);
   allocator_->release_pool(pool->pool_id);
   user_pools_.erase(user_pools_.begin() + (pool - user_pools_.data()));
 }

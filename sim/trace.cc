@@ -111,8 +111,8 @@ void TraceBuilder::capture_join(const std::string& graph, StreamId stream) {
   if (line_ > 0) trace_.source_lines.push_back(line_);
 }
 
-void TraceBuilder::mempool_enter(const std::string& pool) {
-  trace_.events.push_back(Event{EventKind::MemPoolEnter, 0, intern(pool), 0, 0});
+void TraceBuilder::mempool_enter(const std::string& pool, uint32_t options) {
+  trace_.events.push_back(Event{EventKind::MemPoolEnter, options, intern(pool), 0, 0});
   if (line_ > 0) trace_.source_lines.push_back(line_);
 }
 

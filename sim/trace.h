@@ -39,13 +39,20 @@ enum class EventKind : uint8_t {
 // so the replay needs no hash lookup; `tag` indexes Trace::strings (0 = no tag). The graph
 // events name their graph by `tag`; CaptureBegin's `slot` indexes Trace::strings too: the
 // pool to share (another graph's name, a pool handle or a MemPool), 0 for a fresh pool of its
-// own. The MemPool events name their pool by `tag`.
+// own. The MemPool events name their pool by `tag`; the MemPoolEnter that creates a pool
+// carries its torch.cuda.MemPool options in `slot` (MemPoolOptions bits, 0 for none).
 struct Event {
   EventKind kind = EventKind::Alloc;
   uint32_t slot = 0;
   uint32_t tag = 0;
   Bytes bytes = 0;
   StreamId stream = 0;
+};
+
+// torch.cuda.MemPool(use_on_oom=..., no_split=...), as bits of a creating MemPoolEnter's slot.
+enum MemPoolOptions : uint32_t {
+  kMemPoolUseOnOom = 1u << 0,  // 2.8+: a default-pool allocation about to OOM may take the pool's cached blocks
+  kMemPoolNoSplit = 1u << 1,   // 2.10+: the pool's blocks are handed out whole, never split
 };
 
 // A trace plus the names behind its dense indices. Build one with TraceBuilder.
@@ -88,8 +95,9 @@ class TraceBuilder {
   // side_stream.wait_stream(capture_stream) while `graph` captures: `stream` joins the capture.
   void capture_join(const std::string& graph, StreamId stream);
   // torch.cuda.MemPool: entering and leaving `with torch.cuda.use_mem_pool(pool)`, and the
-  // destruction of the pool object (`del pool`).
-  void mempool_enter(const std::string& pool);
+  // destruction of the pool object (`del pool`). `options` (MemPoolOptions bits) belong to
+  // the enter that creates the pool.
+  void mempool_enter(const std::string& pool, uint32_t options = 0);
   void mempool_exit(const std::string& pool);
   void mempool_release(const std::string& pool);
   void set_source_line(int64_t line) { line_ = line; }

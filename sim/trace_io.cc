@@ -194,18 +194,27 @@ class TraceParser {
                             joined->second + "'; a stream takes part in one capture at a time");
       joined_[stream] = graph;
       builder_.capture_join(graph, stream);
-    } else if (action == "mempool_enter" || action == "mempool_exit" || action == "mempool_release") {
+    } else if (action == "mempool_enter") {
+      if (fields.size() < 2) fail(action, "mempool_enter takes a pool and, where it creates it, options: "
+                                          "'mempool_enter <pool> [use_on_oom] [no_split]'");
+      std::string pool(fields[1]);
+      if (auto open = entered_.find(pool); open != entered_.end())
+        fail(pool, "mempool_enter of pool '" + pool + "', whose use_mem_pool context from line " +
+                       std::to_string(open->second) + " is still open");
+      uint32_t options = parse_mempool_options(fields);
+      auto created = mempools_.find(pool);
+      if (options != 0 && created != mempools_.end())
+        fail(fields[2], "option '" + std::string(fields[2]) + "' on a later mempool_enter of pool '" + pool +
+                            "': options belong to the pool's creation, its first mempool_enter (line " +
+                            std::to_string(created->second) + ")");
+      entered_[pool] = line_number_;
+      mempools_.emplace(pool, line_number_);
+      builder_.mempool_enter(pool, options);
+    } else if (action == "mempool_exit" || action == "mempool_release") {
       if (fields.size() != 2)
         fail(action, std::string(action) + " takes exactly one pool: '" + std::string(action) + " <pool>'");
       std::string pool(fields[1]);
-      if (action == "mempool_enter") {
-        if (auto open = entered_.find(pool); open != entered_.end())
-          fail(pool, "mempool_enter of pool '" + pool + "', whose use_mem_pool context from line " +
-                         std::to_string(open->second) + " is still open");
-        entered_[pool] = line_number_;
-        mempools_.insert(pool);
-        builder_.mempool_enter(pool);
-      } else if (action == "mempool_exit") {
+      if (action == "mempool_exit") {
         if (!entered_.count(pool)) fail(pool, "mempool_exit of pool '" + pool + "', which is not entered");
         entered_.erase(pool);
         builder_.mempool_exit(pool);
@@ -228,6 +237,23 @@ class TraceParser {
     }
   }
 
+  // The torch.cuda.MemPool options after a creating mempool_enter's pool name.
+  uint32_t parse_mempool_options(const std::vector<std::string_view>& fields) const {
+    static const std::vector<std::string> known = {"use_on_oom", "no_split"};
+    uint32_t options = 0;
+    for (size_t i = 2; i < fields.size(); ++i) {
+      uint32_t bit = 0;
+      if (fields[i] == "use_on_oom") bit = kMemPoolUseOnOom;
+      if (fields[i] == "no_split") bit = kMemPoolNoSplit;
+      if (bit == 0)
+        fail(fields[i], "unknown memory pool option '" + std::string(fields[i]) + "'" + did_you_mean(fields[i], known) +
+                            "; expected use_on_oom or no_split");
+      if (options & bit) fail(fields[i], "memory pool option '" + std::string(fields[i]) + "' is given twice");
+      options |= bit;
+    }
+    return options;
+  }
+
   std::string name_;
   int64_t line_number_ = 0;
   TraceBuilder builder_;
@@ -239,7 +265,7 @@ class TraceParser {
   std::unordered_map<std::string, int64_t> captured_;  // graph -> line of its capture_end
   std::unordered_map<uint64_t, std::string> joined_;   // side stream -> the capture it joined
   std::unordered_map<std::string, int64_t> entered_;   // MemPool -> line of its open mempool_enter
-  std::unordered_set<std::string> mempools_;           // MemPools entered and not yet released
+  std::unordered_map<std::string, int64_t> mempools_;  // MemPools not yet released -> line of their creation
 };
 
 }  // namespace
@@ -283,7 +309,8 @@ void write_trace(std::ostream& out, const Trace& trace) {
   out << "# oomcast trace v1: alloc <id> <bytes> [stream] [tag] | free <id> | mark <label> | empty_cache |"
          " record_stream <id> <stream> | free_requested <id> | free_completed <id> | sync [stream] |"
          " capture_begin <graph> <stream> [pool] | capture_join <graph> <stream> | capture_end <graph> |"
-         " graph_release <graph> | mempool_enter <pool> | mempool_exit <pool> | mempool_release <pool>\n";
+         " graph_release <graph> | mempool_enter <pool> [use_on_oom] [no_split] | mempool_exit <pool> |"
+         " mempool_release <pool>\n";
   // A Trace's slots are distinct even when two live slots share a name (the planner's names
   // are labels); the text form needs unique live ids, so a clash gets the slot appended.
   std::unordered_map<std::string, uint32_t> live_names;
@@ -353,7 +380,10 @@ void write_trace(std::ostream& out, const Trace& trace) {
         out << "capture_join " << trace.strings[event.tag] << ' ' << event.stream << '\n';
         break;
       case EventKind::MemPoolEnter:
-        out << "mempool_enter " << trace.strings[event.tag] << '\n';
+        out << "mempool_enter " << trace.strings[event.tag];
+        if (event.slot & kMemPoolUseOnOom) out << " use_on_oom";
+        if (event.slot & kMemPoolNoSplit) out << " no_split";
+        out << '\n';
         break;
       case EventKind::MemPoolExit:
         out << "mempool_exit " << trace.strings[event.tag] << '\n';
