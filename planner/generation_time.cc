@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "planner/op_cost.h"
+#include "planner/step_time_host.h"
 #include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
@@ -24,11 +25,16 @@ struct GraphTime {
   uint64_t ops_without_flops = 0;
 };
 
-GraphTime forward_seconds(const LayerGraph& graph, const DeviceThroughput& device, double floor_seconds) {
+// One forward of the graph. Eagerly each op pays the launch floor and its host dispatch,
+// which the GPU overlaps (step_time_host.h); a replayed CUDA graph launches its kernels
+// without the CPU, so the roofline alone times them.
+GraphTime forward_seconds(const LayerGraph& graph, const DeviceThroughput& device, bool replayed) {
   GraphTime time;
+  HostDevicePipeline pipeline;
   for (const OpNode& op : graph.ops) {
     OpCost cost = forward_cost(graph, op);
-    time.seconds += kernel_seconds(cost, op.kind, device, floor_seconds);
+    const double device_seconds = kernel_seconds(cost, op.kind, device, replayed ? 0.0 : kKernelFloorSeconds);
+    time.seconds += pipeline.issue(replayed ? 0.0 : forward_host_seconds(op, cost), device_seconds);
     time.flops += cost.flops;
     if (cost.matmul_class && !cost.flops_known) ++time.ops_without_flops;
   }
@@ -48,9 +54,8 @@ StepTime estimate_generation_time(const Scenario& s, const LayerGraph& prefill, 
   }
   time.modelled = true;
   time.generation = true;
-  GraphTime first = forward_seconds(prefill, device, kOpFloorSeconds);
-  // A replayed graph launches its kernels without the CPU: the roofline alone times them.
-  GraphTime step = forward_seconds(decode, device, shape.decode_replayed ? 0.0 : kOpFloorSeconds);
+  GraphTime first = forward_seconds(prefill, device, false);
+  GraphTime step = forward_seconds(decode, device, shape.decode_replayed);
   const auto steps = static_cast<double>(std::max<int64_t>(0, shape.new_tokens - 1));
   const double bandwidth = device.hbm_gbps * 1e9 * kHbmFraction;
   const double layers = static_cast<double>(shape.layers);
@@ -75,8 +80,11 @@ StepTime estimate_generation_time(const Scenario& s, const LayerGraph& prefill, 
     bytes += 2.0 * layers * 2.0 * read_lengths * per_position;  // index_select: read and write
     kernels += 2.0 * layers;
   }
-  const double floor = shape.decode_replayed ? 0.0 : kOpFloorSeconds;
-  const double cache_seconds = std::max(bytes / bandwidth, steps * kernels * floor);
+  const double floor = shape.decode_replayed ? 0.0 : kKernelFloorSeconds;
+  // The cache's ops are Python-level calls of the generate loop (torch.cat, repeat_kv,
+  // index_select) unless a graph replays them.
+  const double cache_host = shape.decode_replayed ? 0.0 : python_ops_host_seconds(steps * kernels, steps * kernels);
+  const double cache_seconds = std::max({bytes / bandwidth, steps * kernels * floor, cache_host});
 
   time.prefill_seconds = first.seconds;
   time.decode_seconds = steps * step.seconds + cache_seconds;

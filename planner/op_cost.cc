@@ -22,18 +22,6 @@ bool is_matmul_class(OpKind kind) {
 
 double tensor_bytes(const LayerGraph& graph, TensorId id) { return static_cast<double>(graph.tensors[id].bytes()); }
 
-// The matrix operands of a matmul-class op: with three inputs the smallest is the bias.
-std::vector<TensorId> matrix_operands(const LayerGraph& graph, const OpNode& op) {
-  std::vector<TensorId> operands = op.inputs;
-  if (op.kind != OpKind::Attention && operands.size() == 3) {
-    auto smallest = std::min_element(operands.begin(), operands.end(), [&](TensorId a, TensorId b) {
-      return graph.tensors[a].numel < graph.tensors[b].numel;
-    });
-    operands.erase(smallest);
-  }
-  return operands;
-}
-
 }  // namespace
 
 OpCost forward_cost(const LayerGraph& graph, const OpNode& op) {
@@ -57,6 +45,7 @@ OpCost forward_cost(const LayerGraph& graph, const OpNode& op) {
   for (TensorId in : op.inputs) input_bytes += tensor_bytes(graph, in);
   cost.bytes = input_bytes + output_bytes;
   cost.flops = op.forward_flops;
+  if (cost.matmul_class && cost.flops > 0.0) cost.gemms = forward_gemms(graph, op);
   if (cost.matmul_class && cost.flops <= 0.0) {
     std::vector<TensorId> operands = matrix_operands(graph, op);
     bool has_parameter = std::any_of(operands.begin(), operands.end(), [&](TensorId id) {
@@ -104,6 +93,7 @@ OpCost backward_cost(const LayerGraph& graph, const OpNode& op) {
       }
       cost.flops = operands * forward.flops;
       cost.kernels = std::max(1.0, gradients);
+      if (!forward.gemms.empty()) cost.gemms = backward_gemms(graph, op);
     }
   } else {
     cost.kernels = 1.0;
@@ -121,11 +111,21 @@ double matmul_peak_tflops(DType dtype, OpKind kind, const DeviceThroughput& devi
 
 double kernel_seconds(const OpCost& cost, OpKind kind, const DeviceThroughput& device, double floor_seconds) {
   if (cost.kernels <= 0.0 || !device.known()) return 0.0;
-  double memory = cost.bytes / (device.hbm_gbps * 1e9 * kHbmFraction);
+  const double hbm = device.hbm_gbps * 1e9 * kHbmFraction;
+  double memory = cost.bytes / hbm;
   double compute = 0.0;
   if (cost.flops > 0.0) {
-    double peak = cost.matmul_class ? matmul_peak_tflops(cost.compute_dtype, kind, device) : device.fp32_tflops;
-    compute = cost.flops / (peak * 1e12 * (cost.matmul_class ? kMatmulPeakFraction : 1.0));
+    if (!cost.matmul_class) {
+      compute = cost.flops / (device.fp32_tflops * 1e12);
+    } else {
+      const double rate = matmul_peak_tflops(cost.compute_dtype, kind, device) * 1e12 * kMatmulPeakFraction;
+      double gemm_flops = 0.0;
+      for (const GemmShape& gemm : cost.gemms) {
+        compute += gemm_seconds(gemm, rate, hbm, device.sm_count);
+        gemm_flops += gemm.flops();
+      }
+      compute += std::max(0.0, cost.flops - gemm_flops) / rate;
+    }
   }
   return std::max({compute, memory, cost.kernels * floor_seconds});
 }

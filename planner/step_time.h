@@ -75,9 +75,16 @@ StepTime estimate_training_step_time(const Scenario& scenario, const LayerGraph&
 // One forward pass (inference or a forward job), per batch.
 StepTime estimate_forward_time(const Scenario& scenario, const LayerGraph& graph);
 
-// The parts of step_time_states.cc: the optimizer step of `trainable` elements on this rank's
-// GPU, and the collectives of the step.
-double optimizer_step_seconds(const Scenario& scenario, uint64_t trainable, uint64_t trainable_tensors);
+// The optimizer step as the host issues it and the GPU runs it (step_time_host.h overlaps the
+// two).
+struct OptimizerStepTime {
+  double host_seconds = 0.0;
+  double device_seconds = 0.0;
+};
+
+// The parts of step_time_states.cc: the optimizer step of the trainable tensors this rank's
+// GPU steps (their element counts), and the collectives of the step.
+OptimizerStepTime optimizer_step_time(const Scenario& scenario, const std::vector<uint64_t>& stepped_tensors);
 CommunicationTime communication_time(const Scenario& scenario, uint64_t parameters, uint64_t trainable);
 
 // True for models whose samples are token sequences (seq_len tokens each).

@@ -10,6 +10,7 @@
 #include "planner/parallel/model_states.h"
 #include "planner/precision.h"
 #include "planner/step_time.h"
+#include "planner/step_time_host.h"
 #include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
@@ -21,18 +22,54 @@ namespace {
 // addcdiv_) against the fused kernel's 7 (read p, g, m, v; write p, m, v), so 3×; the
 // single-tensor loop runs the same ops tensor by tensor.
 constexpr double kUnfusedAdamPasses = 3.0;
-// Kernel launches per parameter tensor of the single-tensor Adam loop (the ops above plus
-// the bias corrections); foreach and fused launch per chunk of tensors, which is negligible.
-constexpr double kSingleTensorAdamKernels = 12.0;
+
+// What one optimizer step launches, per parameter tensor for the loops that go tensor by
+// tensor, per step for foreach and fused (their launches cover chunks of tensors).
+struct OptimizerLaunches {
+  double python_ops_per_tensor = 0.0;  // Python-level tensor ops (each at least one launch)
+  double kernels_per_tensor = 0.0;
+  double foreach_ops = 0.0;            // foreach / fused ops of the whole step
+};
+
+// torch.optim's single-tensor Adam(W): param.mul_ (weight decay), exp_avg.mul_().add_(),
+// exp_avg_sq.mul_().addcmul_(), denom = (sqrt / bias correction).add_(eps), param.addcdiv_:
+// 9 kernels, and the step counter's increment (a CPU tensor) a tenth op; foreach runs the
+// same ~10 ops over lists. bitsandbytes' 8-bit Adam calls one kernel per tensor from a Python
+// loop (~3 Python ops of bookkeeping, assumed). Hugging Face's Adafactor runs ~16 ops per
+// tensor (squared gradient, row and column means and their running averages, the rsqrt
+// approximation, the update's RMS and clipping, the parameter update; a count of its code,
+// rounded).
+OptimizerLaunches optimizer_launches(const OptimizerConfig& optimizer) {
+  const bool momentum = optimizer.momentum != 0.0;
+  switch (optimizer.type) {
+    case OptimizerType::Adam:
+    case OptimizerType::AdamW:
+      if (optimizer.impl == OptimizerImpl::SingleTensor) return {10.0, 9.0, 0.0};
+      return {0.0, 0.0, optimizer.impl == OptimizerImpl::Fused ? 1.0 : 10.0};
+    case OptimizerType::AdamW8bit:
+      return {3.0, 1.0, 0.0};
+    case OptimizerType::Sgd:
+      if (optimizer.impl == OptimizerImpl::SingleTensor) return {momentum ? 3.0 : 1.0, momentum ? 3.0 : 1.0, 0.0};
+      return {0.0, 0.0, optimizer.impl == OptimizerImpl::Fused ? 1.0 : (momentum ? 3.0 : 1.0)};
+    case OptimizerType::Adafactor:
+      return {16.0, 16.0, 0.0};
+  }
+  return {};
+}
+
+// A foreach or fused op launches one kernel per chunk of its tensor lists: multi_tensor_apply
+// packs at most a few dozen tensors into one launch for four lists (p, g, m, v), taken as 36.
+constexpr double kForeachTensorsPerLaunch = 36.0;
 
 double ring_all_reduce(double bytes, double ranks) { return 2.0 * (ranks - 1.0) / ranks * bytes; }
 double ring_gather(double bytes, double ranks) { return (ranks - 1.0) / ranks * bytes; }
 
 }  // namespace
 
-double optimizer_step_seconds(const Scenario& s, uint64_t trainable, uint64_t trainable_tensors) {
+OptimizerStepTime optimizer_step_time(const Scenario& s, const std::vector<uint64_t>& stepped_tensors) {
+  OptimizerStepTime time;
   const DeviceThroughput& device = s.device.throughput;
-  if (!device.known() || trainable == 0) return 0.0;
+  if (!device.known() || stepped_tensors.empty()) return time;
   const PrecisionRules rules = job_precision_rules(s);
   const double gradient = static_cast<double>(dtype_bytes(rules.parameter_dtype));
   const double master = static_cast<double>(dtype_bytes(rules.fp32_master_weights ? DType::Float32 : rules.parameter_dtype));
@@ -60,12 +97,37 @@ double optimizer_step_seconds(const Scenario& s, uint64_t trainable, uint64_t tr
       passes = 4.0;
       break;
   }
-  double bytes = passes * per_element * static_cast<double>(trainable);
-  if (rules.fp32_master_weights) bytes += static_cast<double>(trainable) * (master + gradient);  // copy back to 16-bit
-  double kernels = s.optimizer.impl == OptimizerImpl::SingleTensor
-                       ? kSingleTensorAdamKernels * static_cast<double>(trainable_tensors)
-                       : 0.0;
-  return bytes / (device.hbm_gbps * 1e9 * kHbmFraction) + kernels * kOpFloorSeconds;
+  double bytes_per_element = passes * per_element;
+  if (rules.fp32_master_weights) bytes_per_element += master + gradient;  // copy back to 16-bit
+  const OptimizerLaunches launches = optimizer_launches(s.optimizer);
+  const double hbm = device.hbm_gbps * 1e9 * kHbmFraction;
+  const auto tensors = static_cast<double>(stepped_tensors.size());
+  double elements = 0.0;
+  for (uint64_t numel : stepped_tensors) {
+    const double tensor_seconds = bytes_per_element * static_cast<double>(numel) / hbm;
+    elements += static_cast<double>(numel);
+    // A loop over tensors: a small tensor's kernels are bound by the launch floor.
+    time.device_seconds += launches.kernels_per_tensor > 0.0
+                               ? std::max(tensor_seconds, launches.kernels_per_tensor * kKernelFloorSeconds)
+                               : tensor_seconds;
+  }
+  const double chunks = std::ceil(tensors / kForeachTensorsPerLaunch);
+  time.device_seconds = std::max(time.device_seconds, launches.foreach_ops * chunks * kKernelFloorSeconds);
+  time.host_seconds = python_ops_host_seconds(launches.python_ops_per_tensor * tensors, launches.kernels_per_tensor * tensors) +
+                      python_ops_host_seconds(launches.foreach_ops, launches.foreach_ops * chunks);
+  const double gradient_bytes = gradient * elements;
+  if (rules.grad_scaler) {
+    // GradScaler.unscale_: one foreach kernel reads and writes every gradient and checks for
+    // infs; step() reads the flag back (a synchronisation) and update() rescales.
+    time.device_seconds += std::max(2.0 * gradient_bytes / hbm, chunks * kKernelFloorSeconds);
+    time.host_seconds += python_ops_host_seconds(3.0, chunks + 2.0);
+  }
+  if (!s.loop.zero_grad_set_to_none) {
+    // zero_grad() that zeroes: Module.zero_grad's Python loop fills every gradient.
+    time.device_seconds += std::max(gradient_bytes / hbm, tensors * kKernelFloorSeconds);
+    time.host_seconds += python_ops_host_seconds(tensors, tensors);
+  }
+  return time;
 }
 
 CommunicationTime communication_time(const Scenario& s, uint64_t parameters, uint64_t trainable) {

@@ -52,7 +52,8 @@ TEST_CASE("a matmul of known FLOPs takes its FLOPs over the dtype's peak times t
   const double flops = 2.0 * 8192 * 4096 * 4096;
   CHECK(cost.flops == Approx(flops));
   CHECK(cost.compute_dtype == DType::BFloat16);
-  CHECK(kernel_seconds(cost, fc.kind, a100()) == Approx(flops / (312e12 * kMatmulPeakFraction)));
+  // 2,048 tiles of 128×128 on 108 SMs: 19 waves, the last nearly full.
+  CHECK(kernel_seconds(cost, fc.kind, a100()) == Approx(flops / (312e12 * kMatmulPeakFraction)).epsilon(0.01));
 }
 
 TEST_CASE("an elementwise op is bound by the bytes it reads and writes", "[planner][step_time]") {
@@ -71,11 +72,11 @@ TEST_CASE("an elementwise op is bound by the bytes it reads and writes", "[plann
   CHECK(kernel_seconds(cost, gelu.kind, a100()) == Approx(8e8 / (2039e9 * kHbmFraction)));
 }
 
-TEST_CASE("a tiny op takes at least the launch floor", "[planner][step_time]") {
+TEST_CASE("a tiny op holds the GPU for at least the kernel launch floor", "[planner][step_time]") {
   OpCost cost;
   cost.bytes = 64;
   cost.kernels = 1;
-  CHECK(kernel_seconds(cost, OpKind::Add, a100()) == Approx(kOpFloorSeconds));
+  CHECK(kernel_seconds(cost, OpKind::Add, a100()) == Approx(kKernelFloorSeconds));
 }
 
 TEST_CASE("a linear's backward costs twice its forward FLOPs when input and weight need gradients",
@@ -142,17 +143,18 @@ TEST_CASE("gradient accumulation multiplies the compute of a step", "[planner][s
   four.grad_accum_steps = 4;
   StepTime a = plan_steps(one).step_time;
   StepTime b = plan_steps(four).step_time;
-  CHECK(b.forward_seconds == Approx(4 * a.forward_seconds));
-  CHECK(b.optimizer_seconds == Approx(a.optimizer_seconds));
+  // Within 1%: across micro-batches the host keeps running ahead of the GPU.
+  CHECK(b.forward_seconds == Approx(4 * a.forward_seconds).epsilon(0.01));
+  CHECK(b.optimizer_seconds == Approx(a.optimizer_seconds).epsilon(0.01));
   CHECK(b.tokens_per_step == Approx(4 * a.tokens_per_step));
 }
 
 TEST_CASE("an unfused AdamW step moves three times the bytes of the fused one", "[planner][step_time]") {
   Scenario s = gpu_scenario("gpt2", 1, 64);
   s.optimizer.impl = OptimizerImpl::Fused;
-  const double fused = optimizer_step_seconds(s, 1'000'000'000, 0);
+  const double fused = optimizer_step_time(s, {1'000'000'000}).device_seconds;
   s.optimizer.impl = OptimizerImpl::Foreach;
-  CHECK(optimizer_step_seconds(s, 1'000'000'000, 0) == Approx(3 * fused));
+  CHECK(optimizer_step_time(s, {1'000'000'000}).device_seconds == Approx(3 * fused));
   // fp32 AdamW, fused: read p, g, m, v and write p, m, v: 28 bytes per element.
   CHECK(fused == Approx(28e9 / (2039e9 * kHbmFraction)));
 }

@@ -142,6 +142,22 @@ std::vector<DeviceProfile> build_profiles() {
       if (profile.name == row.name) profile.throughput = row.figures;
     }
   }
+  // Streaming multiprocessors, for GEMM wave quantization (planner/op_cost_gemm.h): A100
+  // whitepaper 108; H100 SXM5 data sheet 132 (H200 the same GH100); L4 (AD104) 58; T4 (TU104)
+  // 40; V100 SXM2 80; RTX 3090 (GA102) 82; RTX 4090 (AD102) 128; A10G 80 (the GA102 of AWS's G5,
+  // 10,240 CUDA cores at 128 per SM: an assumption, NVIDIA publishes no A10G sheet); L40S 142.
+  struct SmCount {
+    const char* name;
+    int sms;
+  };
+  const SmCount kSmCounts[] = {{"a100-80gb", 108}, {"a100-40gb", 108}, {"h100-80gb", 132}, {"h200", 132},
+                               {"l4", 58},         {"t4", 40},         {"v100-16gb", 80},  {"v100-32gb", 80},
+                               {"rtx-3090", 82},   {"rtx-4090", 128},  {"a10g", 80},       {"l40s", 142}};
+  for (DeviceProfile& profile : profiles) {
+    for (const SmCount& row : kSmCounts) {
+      if (profile.name == row.name) profile.throughput.sm_count = row.sms;
+    }
+  }
   // cpu: no caching allocator, no rounding, no cuBLAS workspace, no context. Capacity is
   // effectively unlimited (the verdict is about GPUs); set device.total_gib to check a bound.
   DeviceProfile cpu;

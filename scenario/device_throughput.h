@@ -13,6 +13,7 @@ struct DeviceThroughput {
   double hbm_gbps = 0.0;           // device memory bandwidth, GB/s
   double interconnect_gbps = 0.0;  // GPU-to-GPU inside a node, per direction, GB/s (NVLink or PCIe)
   double internode_gbps = 0.0;     // per GPU between nodes (its share of the network), GB/s
+  int sm_count = 0;                // streaming multiprocessors (GEMM wave quantization); 0: unknown
 
   bool known() const { return fp32_tflops > 0.0 && hbm_gbps > 0.0; }
 };
