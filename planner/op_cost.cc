@@ -119,9 +119,11 @@ double kernel_seconds(const OpCost& cost, OpKind kind, const DeviceThroughput& d
       compute = cost.flops / (device.fp32_tflops * 1e12);
     } else {
       const double rate = matmul_peak_tflops(cost.compute_dtype, kind, device) * 1e12 * kMatmulPeakFraction;
+      const double tensor_peak = std::max(device.bf16_tflops, device.fp16_tflops);
+      const GemmDevice gemm_device{rate, hbm, device.sm_count, tensor_peak * 1e12 * kMatmulPeakFraction};
       double gemm_flops = 0.0;
       for (const GemmShape& gemm : cost.gemms) {
-        compute += gemm_seconds(gemm, rate, hbm, device.sm_count);
+        compute += gemm_seconds(gemm, gemm_device);
         gemm_flops += gemm.flops();
       }
       compute += std::max(0.0, cost.flops - gemm_flops) / rate;

@@ -26,10 +26,11 @@ struct Tile {
 constexpr Tile kTiles[] = {{256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 128},
                            {64, 64},   {64, 32},   {32, 64},   {32, 32}};
 constexpr double kSplitKFactors[] = {1, 2, 4, 8, 16, 32};
-// The tile from which a tile streams its operands fast enough to keep the math units busy
-// (an assumption: NVIDIA's guide ranks 256×128 and 128×128 as the efficient tiles without a
+// The tile from which a tile streams its operands fast enough to keep tensor cores busy (an
+// assumption: NVIDIA's guide ranks 256×128 and 128×128 as the efficient tiles without a
 // number). A tile's efficiency is its operand reuse, m·n/(m+n) outputs per element loaded,
-// relative to this one's, at most 1; and an SM holds this tile's area of smaller tiles at once.
+// relative to this one's scaled by the GEMM's math rate over the tensor-core rate, at most 1;
+// and an SM holds this tile's area of smaller tiles at once.
 constexpr Tile kFullRateTile = {128, 128};
 // Each split of K keeps at least this many steps of the reduction (shorter splits are all
 // prologue and epilogue).
@@ -93,26 +94,29 @@ std::vector<TensorId> matrix_operands(const LayerGraph& graph, const OpNode& op)
   return operands;
 }
 
-double gemm_seconds(const GemmShape& gemm, double large_gemm_flops_per_second, double hbm_bytes_per_second,
-                    int sm_count) {
-  if (large_gemm_flops_per_second <= 0.0) return 0.0;
-  const double ideal = gemm.flops() / large_gemm_flops_per_second;
-  if (sm_count <= 0 || gemm.flops() <= 0.0) return ideal;
-  const double per_sm_rate = large_gemm_flops_per_second / static_cast<double>(sm_count);
+double gemm_seconds(const GemmShape& gemm, const GemmDevice& device) {
+  const double rate = device.flops_per_second;
+  if (rate <= 0.0) return 0.0;
+  const double ideal = gemm.flops() / rate;
+  if (device.sm_count <= 0 || gemm.flops() <= 0.0) return ideal;
+  const double sms = static_cast<double>(device.sm_count);
+  const double per_sm_rate = rate / sms;
+  const double pressure = device.tensor_flops_per_second > 0.0 ? std::min(1.0, rate / device.tensor_flops_per_second) : 1.0;
+  const double needed_reuse = reuse(kFullRateTile) * pressure;
   const double full_area = kFullRateTile.m * kFullRateTile.n;
   double best = -1.0;
   for (const Tile& tile : kTiles) {
     const double resident = std::max(1.0, std::floor(full_area / (tile.m * tile.n)));
-    const double efficiency = std::min(1.0, reuse(tile) / reuse(kFullRateTile));
+    const double efficiency = std::min(1.0, reuse(tile) / needed_reuse);
     const double tiles = gemm.batch * std::ceil(gemm.m / tile.m) * std::ceil(gemm.n / tile.n);
     for (double split : kSplitKFactors) {
       if (split > 1.0 && gemm.k / split < kMinimumSplitK) break;
-      const double waves = std::ceil(tiles * split / (static_cast<double>(sm_count) * resident));
+      const double waves = std::ceil(tiles * split / (sms * resident));
       // One wave: each SM runs `resident` tiles side by side at its share of the rate.
       const double wave_seconds = resident * 2.0 * tile.m * tile.n * std::ceil(gemm.k / split) / (per_sm_rate * efficiency);
       double seconds = waves * wave_seconds;
-      if (split > 1.0 && hbm_bytes_per_second > 0.0) {
-        seconds += 2.0 * kPartialSumBytes * split * gemm.batch * gemm.m * gemm.n / hbm_bytes_per_second;
+      if (split > 1.0 && device.hbm_bytes_per_second > 0.0) {
+        seconds += 2.0 * kPartialSumBytes * split * gemm.batch * gemm.m * gemm.n / device.hbm_bytes_per_second;
       }
       if (best < 0.0 || seconds < best) best = seconds;
     }
@@ -120,10 +124,9 @@ double gemm_seconds(const GemmShape& gemm, double large_gemm_flops_per_second, d
   return std::max(ideal, best);
 }
 
-double gemm_wave_efficiency(const GemmShape& gemm, double large_gemm_flops_per_second, double hbm_bytes_per_second,
-                            int sm_count) {
-  const double seconds = gemm_seconds(gemm, large_gemm_flops_per_second, hbm_bytes_per_second, sm_count);
-  return seconds > 0.0 ? gemm.flops() / (large_gemm_flops_per_second * seconds) : 1.0;
+double gemm_wave_efficiency(const GemmShape& gemm, const GemmDevice& device) {
+  const double seconds = gemm_seconds(gemm, device);
+  return seconds > 0.0 ? gemm.flops() / (device.flops_per_second * seconds) : 1.0;
 }
 
 std::vector<GemmShape> forward_gemms(const LayerGraph& graph, const OpNode& op) {

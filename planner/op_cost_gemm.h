@@ -20,18 +20,26 @@ struct GemmShape {
   double flops() const { return 2.0 * batch * m * n * k; }
 };
 
-// The seconds a GEMM of this shape takes when a large one runs at `large_gemm_flops_per_second`
-// (peak × the large-GEMM fraction) on `sm_count` SMs: the fastest, over cuBLAS's usual tile
-// shapes and split-K factors, of (waves × the time of one wave) — a wave runs SMs × resident
-// tiles, and a tile smaller than 128×128 runs slower per FLOP (it reuses each operand load over
-// fewer outputs) — plus, with split-K, writing and reading back the fp32 partial sums at
-// `hbm_bytes_per_second`. With an unknown SM count (0) the GEMM runs at the large-GEMM rate.
-double gemm_seconds(const GemmShape& gemm, double large_gemm_flops_per_second, double hbm_bytes_per_second,
-                    int sm_count);
+// What a GEMM runs on: the rate a large GEMM of its dtype reaches (peak × the large-GEMM
+// fraction), the bandwidth split-K's partial sums stream at, the SM count (0: unknown), and
+// the device's 16-bit tensor-core rate, which the tiles' operand reuse is sized for.
+struct GemmDevice {
+  double flops_per_second = 0.0;
+  double hbm_bytes_per_second = 0.0;
+  int sm_count = 0;
+  double tensor_flops_per_second = 0.0;  // 0: no tensor cores (the GEMM's own rate stands)
+};
+
+// The seconds a GEMM of this shape takes: the fastest, over cuBLAS's usual tile shapes and
+// split-K factors, of waves × the time of one wave — a wave runs SMs × resident tiles; a tile
+// that reuses each operand load over fewer outputs than a 128×128 tile does at the
+// tensor-core rate runs slower in proportion (a slower math rate, FP32 without tensor cores,
+// needs proportionally less reuse) — plus, with split-K, writing and reading back the fp32
+// partial sums. With an unknown SM count the GEMM runs at the large-GEMM rate.
+double gemm_seconds(const GemmShape& gemm, const GemmDevice& device);
 
 // gemm_seconds as a share of the large-GEMM rate: flops / (rate × seconds), in (0, 1].
-double gemm_wave_efficiency(const GemmShape& gemm, double large_gemm_flops_per_second, double hbm_bytes_per_second,
-                            int sm_count);
+double gemm_wave_efficiency(const GemmShape& gemm, const GemmDevice& device);
 
 // The matrix operands of a matmul-class op: its inputs, less the bias (the smallest of three).
 std::vector<TensorId> matrix_operands(const LayerGraph& graph, const OpNode& op);

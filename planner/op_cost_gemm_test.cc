@@ -14,9 +14,13 @@ namespace {
 const DeviceThroughput& v100() { return find_device_profile("v100-16gb")->throughput; }
 const DeviceThroughput& a100() { return find_device_profile("a100-80gb")->throughput; }
 
+GemmDevice fp16_gemms(const DeviceThroughput& device) {
+  const double tensor = device.fp16_tflops * 1e12 * kMatmulPeakFraction;
+  return {tensor, device.hbm_gbps * 1e9 * kHbmFraction, device.sm_count, tensor};
+}
+
 double efficiency(const GemmShape& gemm, const DeviceThroughput& device) {
-  return gemm_wave_efficiency(gemm, device.fp16_tflops * 1e12 * kMatmulPeakFraction, device.hbm_gbps * 1e9 * kHbmFraction,
-                              device.sm_count);
+  return gemm_wave_efficiency(gemm, fp16_gemms(device));
 }
 
 }  // namespace
@@ -49,6 +53,15 @@ TEST_CASE("split-K lets a GEMM with a small output and a long reduction fill the
   // the 16 rows (~0.01 of the rate); split 32 ways it fills several waves.
   const GemmShape skinny{1, 16, 4096, 65536};
   CHECK(efficiency(skinny, a100()) > 0.1);
+}
+
+TEST_CASE("small tiles cost an FP32 GEMM without tensor cores less than a tensor-core GEMM", "[planner][gemm]") {
+  // 256 × 256 outputs: 4 tiles of 128×128 or 16 of 64×64 on 80 SMs, every choice short of a
+  // wave; the 64×64 tiles' lower operand reuse slows tensor cores, not FP32 FMA units.
+  const GemmShape small{1, 256, 256, 4096};
+  GemmDevice fp32 = fp16_gemms(v100());
+  fp32.flops_per_second = v100().fp32_tflops * 1e12 * kMatmulPeakFraction;
+  CHECK(gemm_wave_efficiency(small, fp32) > efficiency(small, v100()));
 }
 
 TEST_CASE("a linear's GEMMs are recovered from its operands' sizes", "[planner][gemm]") {

@@ -1,8 +1,9 @@
-// The step-time walk: every op's forward and backward as a roofline (op_cost.h), the
-// checkpointed ops' forward again for the recompute, per micro-batch; then the optimizer
-// step, the collectives (overlapped with compute where the engine overlaps them) and the
-// offload traffic, which is taken as not overlapped (an upper bound: DeepSpeed overlaps part
-// of the gradient copies with backward).
+// The step-time walk: every op's forward and backward as a roofline on the GPU (op_cost.h)
+// and a host dispatch cost (step_time_host.h), issued in the order a micro-batch runs them
+// (forward, then backward in reverse with each checkpointed unit's recompute before it)
+// through the host/GPU pipeline; then the optimizer step, the collectives (overlapped with
+// compute where the engine overlaps them) and the offload traffic, which is taken as not
+// overlapped (an upper bound: DeepSpeed overlaps part of the gradient copies with backward).
 #include "planner/step_time.h"
 
 #include <algorithm>

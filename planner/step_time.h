@@ -1,8 +1,9 @@
 // The step-time model: how long one optimizer step of the scenario takes on its device, split
 // into forward, backward, recompute of checkpointed blocks, the optimizer step, collectives
 // (exposed and total) and offload traffic; plus throughput and model FLOPs utilisation.
-// Each op is a roofline (op_cost.h); docs/step-time.md states the model, its constants and
-// sources, and compares it with published training throughputs.
+// Each op is a roofline on the GPU (op_cost.h) issued by the host (step_time_host.h), the two
+// overlapped; docs/step-time.md states the model, its constants and sources, and compares it
+// with published training throughputs.
 #pragma once
 
 #include <cstdint>
