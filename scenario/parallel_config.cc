@@ -9,6 +9,7 @@ const char* parallel_engine_name(ParallelEngine engine) {
     case ParallelEngine::Ddp: return "ddp";
     case ParallelEngine::Fsdp: return "fsdp";
     case ParallelEngine::DeepSpeed: return "deepspeed";
+    case ParallelEngine::Fsdp2: return "fsdp2";
   }
   return "?";
 }

@@ -1,4 +1,4 @@
-// The scenario's `parallel:` section: data-parallel engine (DDP, FSDP, DeepSpeed ZeRO 0-3),
+// The scenario's `parallel:` section: data-parallel engine (DDP, FSDP1, FSDP2, DeepSpeed ZeRO 0-3),
 // world size, buckets, sharding, prefetch and CPU offload, with each engine's own key names
 // and defaults (../shared/docs/training-memory-model.md §7; docs/scenario-format.md#parallel).
 #pragma once
@@ -9,7 +9,7 @@
 
 namespace oomcast::planner {
 
-enum class ParallelEngine { None, Ddp, Fsdp, DeepSpeed };
+enum class ParallelEngine { None, Ddp, Fsdp, DeepSpeed, Fsdp2 };
 enum class FsdpSharding { FullShard, ShardGradOp, NoShard };
 enum class FsdpBackwardPrefetch { BackwardPre, BackwardPost, None };
 enum class FsdpAutoWrap { Block, None };          // one unit per decoder/encoder block, or the whole model
@@ -36,6 +36,18 @@ struct FsdpConfig {
   // use_orig_params=True: the optimizer steps the original parameters (views into the flat
   // shard), so a unit may mix frozen and trainable parameters.
   bool use_orig_params = false;
+};
+
+// torch.distributed.fsdp.fully_shard (FSDP2): per-parameter sharding on dim 0, one
+// FSDPParamGroup per fully_shard call (each decoder/encoder block, and the root).
+struct Fsdp2Config {
+  // fully_shard(reshard_after_forward=...): true frees a block's unsharded parameters after
+  // its forward (re-gathered for backward); false keeps them until its backward is done. The
+  // root group is never resharded after forward (FSDP2's heuristic for the root).
+  bool reshard_after_forward = true;
+  bool mixed_precision = false;                   // MixedPrecisionPolicy(...) given
+  FloatDtype param_dtype = FloatDtype::Float32;   // MixedPrecisionPolicy.param_dtype (all-gather, compute)
+  FloatDtype reduce_dtype = FloatDtype::Float32;  // MixedPrecisionPolicy.reduce_dtype (reduce-scatter)
 };
 
 // deepspeed/runtime/zero/offload_config.py: device none|cpu (nvme is not modelled).
@@ -75,6 +87,7 @@ struct ParallelConfig {
   uint64_t nccl_buffer_bytes = 0;
   DdpConfig ddp;
   FsdpConfig fsdp;
+  Fsdp2Config fsdp2;
   DeepSpeedConfig deepspeed;
   // Keys of a DeepSpeed JSON config (or engine options) that are read but not modelled.
   std::vector<std::string> warnings;

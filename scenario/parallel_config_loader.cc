@@ -1,5 +1,5 @@
 // The `parallel:` section reader. Key names are the engines' own: DDP's constructor
-// arguments, FSDP's constructor arguments, DeepSpeed's JSON keys, so a user can copy them.
+// arguments, FSDP's constructor arguments, fully_shard's arguments (FSDP2), DeepSpeed's JSON keys, so a user can copy them.
 #include "scenario/parallel_config_loader.h"
 
 #include <algorithm>
@@ -70,6 +70,44 @@ FsdpConfig read_fsdp(const YamlNode& node) {
     fsdp.reduce_dtype = reduce.is_missing() ? fsdp.param_dtype : read_float_dtype(reduce);
   }
   return fsdp;
+}
+
+// fully_shard's options (torch.distributed.fsdp.fully_shard, PyTorch 2.4+; docs/distributed.md#fsdp2).
+Fsdp2Config read_fsdp2(const YamlNode& node, std::vector<std::string>& warnings) {
+  Fsdp2Config fsdp2;
+  node.reject_unknown_keys({"reshard_after_forward", "mixed_precision", "offload_policy"});
+  YamlNode reshard = node.child("reshard_after_forward");
+  if (!reshard.is_missing()) {
+    const std::string text = reshard.is_scalar() ? reshard.as_string() : std::string();
+    if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+      reshard.fail("'" + reshard.path() + "' " + text + " (reshard to a smaller mesh after forward) is not modelled: "
+                   "write true (reshard to the shards) or false (keep unsharded until backward)");
+    }
+    fsdp2.reshard_after_forward = reshard.as_bool();
+  }
+  std::string offload = node.choice_or("offload_policy", "none", {"none", "cpu"});
+  if (offload == "cpu") {
+    node.child("offload_policy").fail("'" + node.child("offload_policy").path() + "' cpu (CPUOffloadPolicy) is not "
+                                      "modelled for fsdp2: use none, or parallel.fsdp (FSDP1) with cpu_offload: true");
+  }
+  YamlNode mixed = node.child("mixed_precision");
+  if (!mixed.is_missing()) {
+    mixed.reject_unknown_keys({"param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs"});
+    fsdp2.mixed_precision = true;
+    YamlNode param = mixed.child("param_dtype");
+    if (!param.is_missing()) fsdp2.param_dtype = read_float_dtype(param);
+    YamlNode reduce = mixed.child("reduce_dtype");
+    // MixedPrecisionPolicy: reduce_dtype None reduces in the gradients' dtype, i.e. param_dtype.
+    fsdp2.reduce_dtype = reduce.is_missing() ? fsdp2.param_dtype : read_float_dtype(reduce);
+    YamlNode output = mixed.child("output_dtype");
+    if (!output.is_missing()) {
+      read_float_dtype(output);
+      warnings.push_back("parallel.fsdp2.mixed_precision.output_dtype: the cast of each group's forward outputs is "
+                         "not modelled (outputs keep the compute dtype)");
+    }
+    mixed.bool_or("cast_forward_inputs", true);  // casts the floating inputs only: the batch, not modelled
+  }
+  return fsdp2;
 }
 
 ZeroOffloadConfig read_offload(const YamlNode& node) {
@@ -208,21 +246,22 @@ uint64_t default_nccl_buffer_bytes(int64_t world_size) {
 void read_parallel_section(const YamlNode& root, const std::string& base_dir, Scenario& scenario) {
   YamlNode node = root.child("parallel");
   if (node.is_missing()) return;
-  node.reject_unknown_keys({"world_size", "gpus_per_node", "engine", "nccl_buffer_mib", "ddp", "fsdp", "deepspeed",
-                            "deepspeed_config"});
+  node.reject_unknown_keys({"world_size", "gpus_per_node", "engine", "nccl_buffer_mib", "ddp", "fsdp", "fsdp2",
+                            "deepspeed", "deepspeed_config"});
   ParallelConfig& parallel = scenario.parallel;
   std::vector<std::string> sections;
-  for (const char* key : {"ddp", "fsdp", "deepspeed", "deepspeed_config"}) {
+  for (const char* key : {"ddp", "fsdp", "fsdp2", "deepspeed", "deepspeed_config"}) {
     if (!node.child(key).is_missing()) sections.push_back(key);
   }
   if (sections.size() > 1) node.child(sections[1]).fail("'parallel' takes one engine section; also given: " + sections[0]);
   std::string implied = sections.empty() ? "none" : sections[0] == "deepspeed_config" ? "deepspeed" : sections[0];
-  std::string engine = node.choice_or("engine", implied, {"none", "ddp", "fsdp", "deepspeed"});
+  std::string engine = node.choice_or("engine", implied, {"none", "ddp", "fsdp", "fsdp2", "deepspeed"});
   if (!sections.empty() && engine != implied) {
     node.child("engine").fail("'parallel.engine' " + engine + " does not match the '" + sections[0] + "' section");
   }
   parallel.engine = engine == "ddp" ? ParallelEngine::Ddp
                     : engine == "fsdp" ? ParallelEngine::Fsdp
+                    : engine == "fsdp2" ? ParallelEngine::Fsdp2
                     : engine == "deepspeed" ? ParallelEngine::DeepSpeed
                                             : ParallelEngine::None;
   YamlNode world = node.child("world_size");
@@ -233,6 +272,15 @@ void read_parallel_section(const YamlNode& root, const std::string& base_dir, Sc
     parallel.fsdp = read_fsdp(node.child("fsdp"));
     if (parallel.fsdp.mixed_precision && parallel.fsdp.param_dtype != FloatDtype::Float32) {
       require_half_parameters(root, scenario, "fsdp.mixed_precision.param_dtype");
+    }
+  }
+  if (parallel.engine == ParallelEngine::Fsdp2) {
+    parallel.fsdp2 = read_fsdp2(node.child("fsdp2"), parallel.warnings);
+    parallel.warnings.push_back("fsdp2: the step-time estimate does not count FSDP2's all-gathers and reduce-scatters yet, "
+                                "and times the optimizer step over the whole model rather than this rank's 1/" +
+                                std::to_string(parallel.world_size) + " shards (the memory plan is FSDP2's)");
+    if (parallel.fsdp2.mixed_precision && parallel.fsdp2.param_dtype != FloatDtype::Float32) {
+      require_half_parameters(root, scenario, "fsdp2.mixed_precision.param_dtype");
     }
   }
   if (parallel.engine == ParallelEngine::DeepSpeed) {

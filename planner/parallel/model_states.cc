@@ -102,6 +102,24 @@ ModelStateBytes fsdp_states(const FsdpConfig& fsdp, uint64_t storage_bytes, uint
   return bytes;
 }
 
+// FSDP2: every parameter sharded on dim 0 (planner/parallel/fsdp2_shards.h); grads and
+// optimizer state only for the trainable ones.
+ModelStateBytes fsdp2_states(const Fsdp2Config& fsdp2, uint64_t storage_bytes, uint64_t gathered_bytes,
+                             bool master_copies, uint64_t moments, const ModelSizes& sizes, uint64_t gpus_per_node) {
+  ModelStateBytes bytes;
+  bytes.parameters = storage_bytes * sizes.rank_parameter_shard;
+  bytes.gradients = storage_bytes * sizes.rank_trainable_shard;
+  bytes.full_gradients = gathered_bytes * sizes.trainable_parameters;
+  bytes.optimizer = ((master_copies ? 4 : 0) + moments) * sizes.rank_trainable_shard;
+  bytes.host_load_peak_per_node = 4 * sizes.parameters * gpus_per_node;
+  // Two groups' unsharded parameters (one computing, one gathered ahead), or with
+  // reshard_after_forward false the whole model at the turn from forward to backward.
+  bytes.gathered_working_set = fsdp2.reshard_after_forward
+                                   ? 2 * gathered_bytes * sizes.largest_unit_parameters
+                                   : gathered_bytes * (sizes.parameters + sizes.largest_unit_parameters);
+  return bytes;
+}
+
 }  // namespace
 
 uint64_t optimizer_moment_bytes(const OptimizerConfig& optimizer) {
@@ -131,6 +149,13 @@ ModelStateBytes model_state_bytes(const ParallelConfig& parallel, Precision prec
       uint64_t gathered = fsdp.mixed_precision ? float_dtype_bytes(fsdp.param_dtype) : param_bytes;
       bool masters = !fsdp.mixed_precision && rules.fp32_master_weights;
       return fsdp_states(fsdp, storage, gathered, masters, moments, sizes, world, gpus_per_node);
+    }
+    case ParallelEngine::Fsdp2: {
+      const Fsdp2Config& fsdp2 = parallel.fsdp2;
+      uint64_t storage = fsdp2.mixed_precision ? 4 : param_bytes;
+      uint64_t gathered = fsdp2.mixed_precision ? float_dtype_bytes(fsdp2.param_dtype) : param_bytes;
+      bool masters = !fsdp2.mixed_precision && rules.fp32_master_weights;
+      return fsdp2_states(fsdp2, storage, gathered, masters, moments, sizes, gpus_per_node);
     }
     case ParallelEngine::Ddp:
     case ParallelEngine::None: {

@@ -26,6 +26,8 @@ struct ModelSizes {
   uint64_t gradient_unit_parameters = 0;
   // FSDP: trainable elements inside the planned rank's shards (the rank holding the most).
   uint64_t rank_trainable_shard = 0;
+  // FSDP2: elements of all parameters' padded dim-0 shards on the planned rank (rank 0).
+  uint64_t rank_parameter_shard = 0;
 };
 
 // Bytes on one rank. "Partition" P = ceil(Ψ / world_size) elements.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "planner/parallel/fsdp2_shards.h"
 #include "planner/parallel/fsdp_rank_shards.h"
 #include "planner/parallel/offload_cost.h"
 
@@ -39,6 +40,7 @@ std::unique_ptr<ParallelRank> make_parallel_rank(const Scenario& scenario, const
     case ParallelEngine::Ddp: return make_ddp_rank(scenario, graph, writer, model);
     case ParallelEngine::Fsdp: return make_fsdp_rank(scenario, graph, writer, model);
     case ParallelEngine::DeepSpeed: return make_deepspeed_rank(scenario, graph, writer, model);
+    case ParallelEngine::Fsdp2: return make_fsdp2_rank(scenario, graph, writer, model);
   }
   return nullptr;
 }
@@ -65,6 +67,16 @@ std::string describe(const ParallelConfig& parallel) {
                             float_dtype_bytes(fsdp.reduce_dtype) == 4 ? "fp32" : "16-bit");
       }
       if (fsdp.cpu_offload) text += ", cpu_offload";
+      return text;
+    }
+    case ParallelEngine::Fsdp2: {
+      const Fsdp2Config& fsdp2 = parallel.fsdp2;
+      std::string text = fmt::format("FSDP2 fully_shard per block, {} ranks, reshard_after_forward {}", parallel.world_size,
+                                     fsdp2.reshard_after_forward);
+      if (fsdp2.mixed_precision) {
+        text += fmt::format(", param_dtype {}, reduce_dtype {}", float_dtype_bytes(fsdp2.param_dtype) == 4 ? "fp32" : "16-bit",
+                            float_dtype_bytes(fsdp2.reduce_dtype) == 4 ? "fp32" : "16-bit");
+      }
       return text;
     }
     case ParallelEngine::DeepSpeed: {
@@ -105,7 +117,8 @@ ParallelSummary summarize_parallel(const Scenario& scenario, const LayerGraph& g
   ParameterUses uses = parameter_uses(graph);
   summary.sizes.parameters = graph.parameter_count();
   summary.sizes.largest_layer_parameters = uses.largest_module_numel;
-  const UnitGroups units = unit_groups(graph, uses, parallel.fsdp.auto_wrap == FsdpAutoWrap::Block);
+  const UnitGroups units = unit_groups(
+      graph, uses, parallel.engine == ParallelEngine::Fsdp2 || parallel.fsdp.auto_wrap == FsdpAutoWrap::Block);
   summary.sizes.largest_unit_parameters = units.largest_numel();
   for (TensorId parameter : graph.parameters) {
     const TensorDesc& desc = graph.tensors[parameter];
@@ -120,6 +133,11 @@ ParallelSummary summarize_parallel(const Scenario& scenario, const LayerGraph& g
                          parallel.fsdp.sharding_strategy != FsdpSharding::NoShard);
     summary.sizes.gradient_unit_parameters = shards.gradient_unit_elements;
     summary.sizes.rank_trainable_shard = shards.trainable_elements;
+  }
+  if (parallel.engine == ParallelEngine::Fsdp2) {
+    const Fsdp2Shards shards = fsdp2_shards(graph, units, static_cast<uint64_t>(std::max<int64_t>(1, parallel.world_size)));
+    summary.sizes.rank_parameter_shard = shards.shard_elements;
+    summary.sizes.rank_trainable_shard = shards.trainable_shard_elements;
   }
   summary.model_states = model_state_bytes(parallel, scenario.precision, scenario.optimizer, summary.sizes);
   summary.host_bytes = summary.model_states.host_per_rank;

@@ -1,7 +1,7 @@
 // ParallelRank: one rank of a data-parallel job, driving the per-rank parts of the schedule
 // (where parameters, gradients and optimizer states live, gathers, buckets, reduce-scatters)
 // through the step planner's hooks. One subclass per engine: ddp_rank.cc, fsdp_rank.cc,
-// deepspeed_rank.cc.
+// fsdp2_rank.cc, deepspeed_rank.cc.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +66,8 @@ std::unique_ptr<ParallelRank> make_ddp_rank(const Scenario& scenario, const Laye
                                             ModelState* model);
 std::unique_ptr<ParallelRank> make_fsdp_rank(const Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer,
                                              ModelState* model);
+std::unique_ptr<ParallelRank> make_fsdp2_rank(const Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer,
+                                              ModelState* model);
 std::unique_ptr<ParallelRank> make_deepspeed_rank(const Scenario& scenario, const LayerGraph& graph,
                                                   ScheduleWriter* writer, ModelState* model);
 
