@@ -194,3 +194,36 @@ TEST_CASE("FSDP2 keeps gradients and optimizer state only for the trainable para
   CHECK(bytes.at_mark[TensorCategory::Gradient] == 4 * shards.trainable_shard_elements);
   CHECK(bytes.at_mark[TensorCategory::OptimizerState] == 8 * shards.trainable_shard_elements);
 }
+
+TEST_CASE("FSDP2 frees its buffers by stream waits alone: no record_stream and no CPU sync in its plan",
+          "[parallel][fsdp2][streams]") {
+  PlannedTrace plan = checked_plan(fsdp2_job(4));
+  size_t record_streams = 0;
+  size_t stream_syncs = 0;
+  for (const auto& event : plan.trace.events) {
+    if (event.kind == EventKind::RecordStream) ++record_streams;
+    if (event.kind == EventKind::StreamSync) ++stream_syncs;
+  }
+  CHECK(record_streams == 0);
+  CHECK(stream_syncs == 0);
+}
+
+TEST_CASE("FSDP2's side-stream buffers reserve at least what the same plan reserves on one stream",
+          "[parallel][fsdp2][streams]") {
+  PlannedTrace plan = checked_plan(fsdp2_job(4));
+  oomcast::sim::Trace one_stream = plan.trace;
+  size_t moved = 0;
+  for (auto& event : one_stream.events) {
+    if (event.kind != EventKind::Alloc || event.stream == kComputeStream) continue;
+    event.stream = kComputeStream;
+    ++moved;
+  }
+  REQUIRE(moved > 0);
+  const auto replay = [](const oomcast::sim::Trace& trace) {
+    return oomcast::sim::replay(trace, oomcast::sim::AllocatorConfig{}, oomcast::sim::DeviceModel{}, {});
+  };
+  const auto overlapped = replay(plan.trace);
+  const auto serial = replay(one_stream);
+  CHECK(overlapped.peak_allocated_bytes == serial.peak_allocated_bytes);
+  CHECK(overlapped.peak_reserved_bytes >= serial.peak_reserved_bytes);
+}
