@@ -19,21 +19,21 @@ Block failed_block;      // an allocation that hit OOM when replay goes on past 
   const Event& event = trace.events[index];
   std::string id = event.slot < trace.slot_names.size() ? trace.slot_names[event.slot] : std::to_string(event.slot);
   int64_t line = index < trace.source_lines.size() ? trace.source_lines[index] : 0;
-  throw InputError({"", line, 0, static_cast<int64_t>(index)}, id, "free of id '" + id + "' " + why);
+  throw InputError({trace.source_name, line, 0, static_cast<int64_t>(index)}, id, "free of id '" + id + "' " + why);
 }
 
 [[noreturn]] void throw_bad_pool_event(const Trace& trace, size_t index, const std::string& why) {
   const Event& event = trace.events[index];
   std::string pool = event.tag < trace.strings.size() ? trace.strings[event.tag] : std::to_string(event.tag);
   int64_t line = index < trace.source_lines.size() ? trace.source_lines[index] : 0;
-  throw InputError({"", line, 0, static_cast<int64_t>(index)}, pool, "memory pool '" + pool + "' " + why);
+  throw InputError({trace.source_name, line, 0, static_cast<int64_t>(index)}, pool, "memory pool '" + pool + "' " + why);
 }
 
 [[noreturn]] void throw_bad_graph_event(const Trace& trace, size_t index, const std::string& why) {
   const Event& event = trace.events[index];
   std::string graph = event.tag < trace.strings.size() ? trace.strings[event.tag] : std::to_string(event.tag);
   int64_t line = index < trace.source_lines.size() ? trace.source_lines[index] : 0;
-  throw InputError({"", line, 0, static_cast<int64_t>(index)}, graph, "graph '" + graph + "' " + why);
+  throw InputError({trace.source_name, line, 0, static_cast<int64_t>(index)}, graph, "graph '" + graph + "' " + why);
 }
 
 }  // namespace
@@ -327,7 +327,7 @@ ReplayResult Replayer::run(const Trace& trace) {
       }
       case EventKind::EmptyCache:
         if (allocator.graph_capture_underway())
-          throw InputError({"", index < trace.source_lines.size() ? trace.source_lines[index] : 0, 0,
+          throw InputError({trace.source_name, index < trace.source_lines.size() ? trace.source_lines[index] : 0, 0,
                             static_cast<int64_t>(index)},
                            "empty_cache", "empty_cache during a CUDA graph capture: PyTorch forbids synchronising then");
         allocator.empty_cache();

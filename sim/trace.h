@@ -61,6 +61,7 @@ struct Trace {
   std::vector<std::string> slot_names;  // slot -> the id as written in the trace file
   std::vector<std::string> strings;     // tag -> text; strings[0] is ""
   std::vector<int64_t> source_lines;    // event -> 1-based line in its file (may be empty)
+  std::string source_name;              // the file it was read from, for errors ("" if built in memory)
 };
 
 // Appends events to a Trace, turning string ids and tags into dense indices. Reuse of an id

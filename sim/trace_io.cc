@@ -51,7 +51,9 @@ class TraceParser {
       if (end == text.size()) break;
       position = end + 1;
     }
-    return builder_.take();
+    Trace trace = builder_.take();
+    trace.source_name = name_;
+    return trace;
   }
 
  private:
