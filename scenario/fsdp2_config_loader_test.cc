@@ -1,6 +1,6 @@
 // The scenario's `parallel.fsdp2` section (torch.distributed.fsdp.fully_shard): its defaults,
 // MixedPrecisionPolicy's dtypes, and errors naming the file, line and key for what is not
-// modelled (an int reshard_after_forward, CPUOffloadPolicy).
+// modelled (an int reshard_after_forward).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -44,9 +44,12 @@ TEST_CASE("an integer reshard_after_forward is refused at its key", "[parallel][
                         Catch::Contains("not modelled"));
 }
 
-TEST_CASE("CPUOffloadPolicy is refused for FSDP2 at its key", "[parallel][loader][fsdp2]") {
-  CHECK_THROWS_WITH(load("{world_size: 8, fsdp2: {offload_policy: cpu}}"),
-                    Catch::Contains("parallel.fsdp2.offload_policy") && Catch::Contains("not modelled"));
+TEST_CASE("offload_policy cpu selects FSDP2's CPUOffloadPolicy and any other value is refused at its key",
+          "[parallel][loader][fsdp2]") {
+  CHECK(load("{world_size: 8, fsdp2: {offload_policy: cpu}}").parallel.fsdp2.cpu_offload);
+  CHECK_FALSE(load("{world_size: 8, fsdp2: {}}").parallel.fsdp2.cpu_offload);
+  CHECK_THROWS_WITH(load("{world_size: 8, fsdp2: {offload_policy: nvme}}"),
+                    Catch::Contains("x.yaml:4") && Catch::Contains("offload_policy"));
 }
 
 TEST_CASE("an FSDP2 output_dtype is accepted with a warning that its cast is not modelled", "[parallel][loader][fsdp2]") {

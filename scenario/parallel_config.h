@@ -48,6 +48,9 @@ struct Fsdp2Config {
   bool mixed_precision = false;                   // MixedPrecisionPolicy(...) given
   FloatDtype param_dtype = FloatDtype::Float32;   // MixedPrecisionPolicy.param_dtype (all-gather, compute)
   FloatDtype reduce_dtype = FloatDtype::Float32;  // MixedPrecisionPolicy.reduce_dtype (reduce-scatter)
+  // offload_policy=CPUOffloadPolicy(): shards, sharded grads and the optimizer step on the host
+  // (pinned: pin_memory=True is its default).
+  bool cpu_offload = false;
 };
 
 // deepspeed/runtime/zero/offload_config.py: device none|cpu (nvme is not modelled).

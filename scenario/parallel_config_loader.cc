@@ -85,11 +85,8 @@ Fsdp2Config read_fsdp2(const YamlNode& node, std::vector<std::string>& warnings)
     }
     fsdp2.reshard_after_forward = reshard.as_bool();
   }
-  std::string offload = node.choice_or("offload_policy", "none", {"none", "cpu"});
-  if (offload == "cpu") {
-    node.child("offload_policy").fail("'" + node.child("offload_policy").path() + "' cpu (CPUOffloadPolicy) is not "
-                                      "modelled for fsdp2: use none, or parallel.fsdp (FSDP1) with cpu_offload: true");
-  }
+  // CPUOffloadPolicy(pin_memory=True): pageable host memory is not modelled apart.
+  fsdp2.cpu_offload = node.choice_or("offload_policy", "none", {"none", "cpu"}) == "cpu";
   YamlNode mixed = node.child("mixed_precision");
   if (!mixed.is_missing()) {
     mixed.reject_unknown_keys({"param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs"});

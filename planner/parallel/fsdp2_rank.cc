@@ -25,6 +25,11 @@
 //   reduce_dtype); the sharded .grad is a view of that output, or of its cast to the shards'
 //   dtype when reduce_dtype differs; a second micro-batch adds into the existing .grad and
 //   frees the new one. The last input is freed by the root's final callback.
+// With offload_policy cpu (CPUOffloadPolicy) the shards, the sharded grads and the optimizer
+// step live on the host: each parameter's shard is copied to the device on the copy-in
+// stream (FSDPParam.all_gather_inputs: .to(device), then the cast to param_dtype) before the
+// all-gather output is allocated, and those copies are dropped after the copy-in; each
+// reduce-scatter output (and its cast) is copied to the host and freed.
 // FSDP2 frees by waiting on CUDA events (stream waits, never record_stream) and makes no CPU
 // synchronization on this path, so every free takes effect where the CPU issues it and the
 // trace needs no sync events. By the end of backward the GPU is taken to have caught up.
@@ -70,7 +75,7 @@ class Fsdp2Rank : public ParallelRank {
     for (size_t g = 0; g < groups_.params.size(); ++g) {
       for (size_t i = 0; i < groups_.params[g].size(); ++i) {
         const uint64_t shard = shards_.param_shard[g][i];
-        if (shard == 0) continue;
+        if (shard == 0 || config_.cpu_offload) continue;  // CPUOffloadPolicy: the shard is on the host
         writer_->alloc(intern(param_name(groups_.params[g][i]) + ".fsdp2_shard"), shard * storage_bytes_,
                        TensorCategory::Parameter);
       }
@@ -78,6 +83,7 @@ class Fsdp2Rank : public ParallelRank {
   }
 
   void construct_optimizer() override {
+    if (config_.cpu_offload) return;  // the optimizer steps the host shards
     PrecisionRules rules = precision_rules(scenario_.precision);
     if (config_.mixed_precision) rules.fp32_master_weights = false;  // the fp32 shard is the master
     const DType dtype = storage_bytes_ == 4 || rules.fp32_master_weights ? DType::Float32 : rules.parameter_dtype;
@@ -203,15 +209,29 @@ class Fsdp2Rank : public ParallelRank {
     if (is_unsharded(g) || pending_gather_[g] >= 0 || shards_.group_shard[g] == 0) return;
     const sim::StreamId caller = writer_->stream();
     writer_->set_stream(kFsdp2AllGatherCopyInStream);
-    int64_t cast = -1;
-    if (gathered_bytes_ != storage_bytes_) {
-      cast = writer_->alloc(intern("fsdp2." + group_label(g) + ".all_gather_input_cast"),
-                            shards_.group_shard[g] * gathered_bytes_, TensorCategory::Temporary);
+    std::vector<int64_t> inputs;  // what is copied into this rank's slice of the output
+    if (config_.cpu_offload) {
+      for (size_t i = 0; i < groups_.params[g].size(); ++i) {
+        const uint64_t shard = shards_.param_shard[g][i];
+        if (shard == 0) continue;
+        const std::string& name = param_name(groups_.params[g][i]);
+        int64_t on_device = writer_->alloc(intern(name + ".fsdp2_shard_h2d"), shard * storage_bytes_, TensorCategory::Temporary);
+        if (gathered_bytes_ != storage_bytes_) {
+          const int64_t cast = writer_->alloc(intern(name + ".fsdp2_shard_cast"), shard * gathered_bytes_,
+                                              TensorCategory::Temporary);
+          free_slot(on_device);
+          on_device = cast;
+        }
+        inputs.push_back(on_device);
+      }
+    } else if (gathered_bytes_ != storage_bytes_) {
+      inputs.push_back(writer_->alloc(intern("fsdp2." + group_label(g) + ".all_gather_input_cast"),
+                                      shards_.group_shard[g] * gathered_bytes_, TensorCategory::Temporary));
     }
     pending_gather_[g] = writer_->alloc(intern("fsdp2." + group_label(g) + ".all_gather_output"),
                                         world() * shards_.group_shard[g] * gathered_bytes_,
                                         TensorCategory::Communication);
-    free_slot(cast);  // copied into this rank's slice of the output
+    for (int64_t& input : inputs) free_slot(input);
     writer_->set_stream(caller);
   }
 
@@ -253,7 +273,8 @@ class Fsdp2Rank : public ParallelRank {
     for (int32_t parameter : groups_.params[g]) drop_grad(parameter);  // after the copy-in
     const sim::StreamId caller = writer_->stream();
     writer_->set_stream(kFsdp2ReduceScatterStream);
-    const bool accumulates = grad_[g] >= 0;
+    // With CPUOffloadPolicy the .grad is on the host: what the device holds is copied out and freed.
+    const bool accumulates = grad_[g] >= 0 || config_.cpu_offload;
     const bool cast = reduce_bytes_ != storage_bytes_;
     const bool output_is_grad = !accumulates && !cast;
     int64_t output = writer_->alloc(intern("fsdp2." + group_label(g) + (output_is_grad ? ".sharded_grad" : ".reduce_scatter_output")),
@@ -270,7 +291,7 @@ class Fsdp2Rank : public ParallelRank {
         free_slot(output);
       }
       if (accumulates) {
-        free_slot(in_storage_dtype >= 0 ? in_storage_dtype : output);  // added into the existing .grad
+        free_slot(in_storage_dtype >= 0 ? in_storage_dtype : output);  // added into the .grad, or copied to the host
       } else {
         grad_[g] = in_storage_dtype;
       }

@@ -227,3 +227,34 @@ TEST_CASE("FSDP2's side-stream buffers reserve at least what the same plan reser
   CHECK(overlapped.peak_allocated_bytes == serial.peak_allocated_bytes);
   CHECK(overlapped.peak_reserved_bytes >= serial.peak_reserved_bytes);
 }
+
+TEST_CASE("FSDP2 with CPUOffloadPolicy keeps no parameters, gradients or optimizer state on the GPU",
+          "[parallel][fsdp2][offload]") {
+  Scenario scenario = fsdp2_job(4);
+  scenario.parallel.fsdp2.cpu_offload = true;
+  const Fsdp2Shards shards = shards_of(scenario);
+  PlannedTrace plan = checked_plan(scenario);
+  CategoryBytes bytes = live_by_category(plan, "iter1/optimizer");
+  CHECK(bytes.at_mark[TensorCategory::Parameter] == 0);
+  CHECK(bytes.at_mark[TensorCategory::Gradient] == 0);
+  CHECK(bytes.at_mark[TensorCategory::OptimizerState] == 0);
+  // The host holds the fp32 shards, the fp32 sharded grads and AdamW's m and v: 16 B per shard element.
+  CHECK(plan.parallel.host_bytes == 16 * shards.shard_elements);
+  CHECK(plan.parallel.host_pinned);
+  // Each parameter's shard is copied in before its group's all-gather, on the copy-in stream.
+  Allocation copied = allocation_of(plan, "model.layers.0.mlp.up_proj.weight.fsdp2_shard_h2d");
+  REQUIRE(copied.count > 0);
+  CHECK(copied.stream == kFsdp2AllGatherCopyInStream);
+}
+
+TEST_CASE("the FSDP2 summary's per-rank model states are what its schedule holds at the optimizer step",
+          "[parallel][fsdp2][model_states]") {
+  for (int64_t world : {2, 3, 8}) {
+    INFO("N = " << world);
+    PlannedTrace plan = checked_plan(fsdp2_job(world));
+    CategoryBytes bytes = live_by_category(plan, "iter1/optimizer");
+    CHECK(plan.parallel.model_states.parameters == bytes.at_mark[TensorCategory::Parameter]);
+    CHECK(plan.parallel.model_states.gradients == bytes.at_mark[TensorCategory::Gradient]);
+    CHECK(plan.parallel.model_states.optimizer == bytes.at_mark[TensorCategory::OptimizerState]);
+  }
+}

@@ -117,6 +117,11 @@ ModelStateBytes fsdp2_states(const Fsdp2Config& fsdp2, uint64_t storage_bytes, u
   bytes.gathered_working_set = fsdp2.reshard_after_forward
                                    ? 2 * gathered_bytes * sizes.largest_unit_parameters
                                    : gathered_bytes * (sizes.parameters + sizes.largest_unit_parameters);
+  if (fsdp2.cpu_offload) {
+    // CPUOffloadPolicy: shards, sharded grads and the optimizer step on the host.
+    bytes.host_per_rank = bytes.parameters + bytes.gradients + bytes.optimizer;
+    bytes.parameters = bytes.gradients = bytes.optimizer = 0;
+  }
   return bytes;
 }
 

@@ -39,6 +39,14 @@ OffloadCost estimate_offload_cost(const Scenario& scenario, uint64_t parameters)
     cost.host_to_device_bytes += micro_batches * gathers_per_micro_batch * storage * held;
     cost.device_to_host_bytes += micro_batches * storage * held;
   }
+  if (parallel.engine == ParallelEngine::Fsdp2 && parallel.fsdp2.cpu_offload) {
+    // Each all-gather copies the shard in (once per micro-batch without reshard_after_forward,
+    // twice with it); each reduce-scatter copies the grad shard out.
+    const uint64_t storage = parallel.fsdp2.mixed_precision ? 4 : param_bytes;
+    const uint64_t gathers = parallel.fsdp2.reshard_after_forward ? 2 : 1;
+    cost.host_to_device_bytes += micro_batches * gathers * storage * partition;
+    cost.device_to_host_bytes += micro_batches * storage * partition;
+  }
   cost.host_link_gbps = scenario.device.host_link_gbps;
   if (cost.host_link_gbps > 0.0) {
     cost.transfer_seconds =

@@ -77,6 +77,7 @@ std::string describe(const ParallelConfig& parallel) {
         text += fmt::format(", param_dtype {}, reduce_dtype {}", float_dtype_bytes(fsdp2.param_dtype) == 4 ? "fp32" : "16-bit",
                             float_dtype_bytes(fsdp2.reduce_dtype) == 4 ? "fp32" : "16-bit");
       }
+      if (fsdp2.cpu_offload) text += ", CPUOffloadPolicy";
       return text;
     }
     case ParallelEngine::DeepSpeed: {
@@ -97,6 +98,7 @@ std::string describe(const ParallelConfig& parallel) {
 
 bool host_pinned(const ParallelConfig& parallel) {
   if (parallel.engine == ParallelEngine::Fsdp) return parallel.fsdp.cpu_offload;  // FSDP pins its CPU shards
+  if (parallel.engine == ParallelEngine::Fsdp2) return parallel.fsdp2.cpu_offload;  // CPUOffloadPolicy(pin_memory=True)
   if (parallel.engine != ParallelEngine::DeepSpeed) return false;
   const ZeroConfig& zero = parallel.deepspeed.zero_optimization;
   return (zero.offload_optimizer.device == OffloadDevice::Cpu && zero.offload_optimizer.pin_memory) ||
