@@ -69,8 +69,17 @@ HtmlReport trace_html_report(const std::string& file, const sim::Trace& trace, c
   report.label_of = [&trace](size_t event) -> std::string {
     if (event >= trace.events.size()) return "";
     const sim::Event& e = trace.events[event];
-    std::string id = e.slot < trace.slot_names.size() ? trace.slot_names[e.slot] : "";
     std::string tag = e.tag > 0 && e.tag < trace.strings.size() ? trace.strings[e.tag] : "";
+    // Only these events name a tensor by `slot`; the graph and MemPool events keep a pool
+    // name or option bits there, so their label is their kind and graph or pool name.
+    const bool names_tensor = e.kind == sim::EventKind::Alloc || e.kind == sim::EventKind::Free ||
+                              e.kind == sim::EventKind::RecordStream || e.kind == sim::EventKind::FreeRequested ||
+                              e.kind == sim::EventKind::FreeCompleted;
+    if (!names_tensor) {
+      const std::string kind = sim::action_name(e.kind);
+      return tag.empty() ? kind : kind + " " + tag;
+    }
+    std::string id = e.slot < trace.slot_names.size() ? trace.slot_names[e.slot] : "";
     if (e.kind != sim::EventKind::Alloc) return tag.empty() ? id : id + " (" + tag + ")";
     return fmt::format("alloc {} {}{}", id, byte_text(e.bytes), tag.empty() ? "" : " (" + tag + ")");
   };

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "advisor/html_report_replay.h"
 #include "advisor/timeline_recorder.h"
 #include "sim/caching_allocator.h"
 #include "sim/replay.h"
@@ -174,6 +175,29 @@ TEST_CASE("a page without a device shows no device cards", "[advisor][html]") {
   std::string html = render_html(report);
   CHECK(html.find("id=\"device-total\"") == std::string::npos);
   CHECK(html.find("id=\"peak-reserved\"") != std::string::npos);
+}
+
+TEST_CASE("a replay report labels graph and MemPool events by their action and name, not by a tensor",
+          "[advisor][html]") {
+  sim::TraceBuilder builder;
+  builder.alloc("weights", 4 * kMiB);
+  builder.mempool_enter("pool");  // its slot field holds option bits (0), which also index "weights"
+  builder.alloc("activations", 2 * kMiB);
+  builder.mempool_exit("pool");
+  builder.capture_begin("decode", 0);
+  builder.capture_end("decode");
+  builder.free("activations");
+  const sim::Trace trace = builder.take();
+  sim::ReplayOptions options;
+  const sim::ReplayResult first =
+      sim::replay(trace, sim::AllocatorConfig{}, sim::DeviceModel::unlimited(), options);
+  const HtmlReport report =
+      trace_html_report("t.trace", trace, sim::AllocatorConfig{}, sim::DeviceModel::unlimited(), options, first);
+  CHECK(report.label_of(0) == "alloc weights 4.00 MiB");
+  CHECK(report.label_of(1) == "mempool_enter pool");
+  CHECK(report.label_of(3) == "mempool_exit pool");
+  CHECK(report.label_of(4) == "capture_begin decode");
+  CHECK(report.label_of(6) == "activations");
 }
 
 }  // namespace

@@ -27,11 +27,13 @@ bool optimizer_offloaded(const ParallelConfig& parallel) {
     const ZeroConfig& zero = parallel.deepspeed.zero_optimization;
     return zero.stage >= 1 && zero.offload_optimizer.device == OffloadDevice::Cpu;
   }
+  if (parallel.engine == ParallelEngine::Fsdp2) return parallel.fsdp2.cpu_offload;
   return parallel.engine == ParallelEngine::Fsdp && parallel.fsdp.cpu_offload;
 }
 
 bool shards_optimizer(const ParallelConfig& parallel) {
   if (parallel.engine == ParallelEngine::DeepSpeed) return parallel.deepspeed.zero_optimization.stage >= 1;
+  if (parallel.engine == ParallelEngine::Fsdp2) return true;  // fully_shard always shards the optimizer state
   return parallel.engine == ParallelEngine::Fsdp && parallel.fsdp.sharding_strategy != FsdpSharding::NoShard;
 }
 

@@ -160,6 +160,17 @@ CommunicationTime communication_time(const Scenario& s, uint64_t parameters, uin
       const double gathers = fsdp.sharding_strategy == FsdpSharding::FullShard ? 2.0 : 1.0;  // forward, backward
       overlappable = micro * (gathers * ring_gather(param_bytes, ranks) + ring_gather(grad_bytes, ranks));
     }
+  } else if (parallel.engine == ParallelEngine::Fsdp2) {
+    // fully_shard: every group's parameters are all-gathered for forward and, when resharded
+    // after forward, again for backward; its gradients are reduce-scattered every micro-batch
+    // (no no_sync by default), overlapped with compute by the copy-in and reduce-scatter streams.
+    const Fsdp2Config& fsdp2 = parallel.fsdp2;
+    if (fsdp2.mixed_precision) {
+      param_bytes = static_cast<double>(float_dtype_bytes(fsdp2.param_dtype)) * static_cast<double>(parameters);
+      grad_bytes = static_cast<double>(float_dtype_bytes(fsdp2.reduce_dtype)) * static_cast<double>(trainable);
+    }
+    const double gathers = fsdp2.reshard_after_forward ? 2.0 : 1.0;
+    overlappable = micro * (gathers * ring_gather(param_bytes, ranks) + ring_gather(grad_bytes, ranks));
   } else if (parallel.engine == ParallelEngine::DeepSpeed) {
     const ZeroConfig& zero = parallel.deepspeed.zero_optimization;
     double reduce = 0.0;

@@ -192,6 +192,21 @@ TEST_CASE("ZeRO-3 gathers the parameters in forward and backward and reduce-scat
   CHECK(time.bytes == Approx(3.0 * 3.0 / 4.0 * 4000.0));  // two gathers and one reduce-scatter of fp32
 }
 
+TEST_CASE("FSDP2 gathers in forward and, when it reshards after forward, again in backward",
+          "[planner][step_time]") {
+  Scenario s = gpu_scenario("gpt2", 1, 64);
+  s.parallel.engine = ParallelEngine::Fsdp2;
+  s.parallel.world_size = 4;
+  s.parallel.gpus_per_node = 4;
+  s.parallel.fsdp2.mixed_precision = true;
+  s.parallel.fsdp2.param_dtype = FloatDtype::BFloat16;
+  s.parallel.fsdp2.reduce_dtype = FloatDtype::Float32;
+  // two bf16 gathers and one fp32 reduce-scatter, each (n-1)/n of the tensor
+  CHECK(communication_time(s, 1000, 1000).bytes == Approx(3.0 / 4.0 * (2 * 2000.0 + 4000.0)));
+  s.parallel.fsdp2.reshard_after_forward = false;
+  CHECK(communication_time(s, 1000, 1000).bytes == Approx(3.0 / 4.0 * (2000.0 + 4000.0)));
+}
+
 TEST_CASE("the cpu device has no step time", "[planner][step_time]") {
   Scenario s = testing::cpu_scenario("gpt2-tiny", 1, 64);
   StepTime time = plan_steps(s).step_time;

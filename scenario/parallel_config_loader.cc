@@ -273,9 +273,6 @@ void read_parallel_section(const YamlNode& root, const std::string& base_dir, Sc
   }
   if (parallel.engine == ParallelEngine::Fsdp2) {
     parallel.fsdp2 = read_fsdp2(node.child("fsdp2"), parallel.warnings);
-    parallel.warnings.push_back("fsdp2: the step-time estimate does not count FSDP2's all-gathers and reduce-scatters yet, "
-                                "and times the optimizer step over the whole model rather than this rank's 1/" +
-                                std::to_string(parallel.world_size) + " shards (the memory plan is FSDP2's)");
     if (parallel.fsdp2.mixed_precision && parallel.fsdp2.param_dtype != FloatDtype::Float32) {
       require_half_parameters(root, scenario, "fsdp2.mixed_precision.param_dtype");
     }

@@ -137,4 +137,26 @@ Trace TraceBuilder::take() {
   return out;
 }
 
+const char* action_name(EventKind kind) {
+  switch (kind) {
+    case EventKind::Alloc: return "alloc";
+    case EventKind::Free: return "free";
+    case EventKind::Mark: return "mark";
+    case EventKind::EmptyCache: return "empty_cache";
+    case EventKind::RecordStream: return "record_stream";
+    case EventKind::FreeRequested: return "free_requested";
+    case EventKind::FreeCompleted: return "free_completed";
+    case EventKind::StreamSync:
+    case EventKind::DeviceSync: return "sync";
+    case EventKind::CaptureBegin: return "capture_begin";
+    case EventKind::CaptureEnd: return "capture_end";
+    case EventKind::GraphRelease: return "graph_release";
+    case EventKind::CaptureJoin: return "capture_join";
+    case EventKind::MemPoolEnter: return "mempool_enter";
+    case EventKind::MemPoolExit: return "mempool_exit";
+    case EventKind::MemPoolRelease: return "mempool_release";
+  }
+  return "?";
+}
+
 }  // namespace oomcast::sim

@@ -49,6 +49,10 @@ struct Event {
   StreamId stream = 0;
 };
 
+// The trace-format action of an event kind (docs/trace-format.md): "alloc", "capture_begin", ...
+// Both sync kinds are "sync".
+const char* action_name(EventKind kind);
+
 // torch.cuda.MemPool(use_on_oom=..., no_split=...), as bits of a creating MemPoolEnter's slot.
 enum MemPoolOptions : uint32_t {
   kMemPoolUseOnOom = 1u << 0,  // 2.8+: a default-pool allocation about to OOM may take the pool's cached blocks
