@@ -91,6 +91,10 @@ struct LayerGraph {
   int32_t num_units = 0;
 
   uint64_t parameter_count() const;
+  // Whether parameter `parameter` (an index into `parameters`) is trained (requires_grad).
+  bool parameter_requires_grad(int32_t parameter) const {
+    return tensors[parameters[static_cast<size_t>(parameter)]].requires_grad;
+  }
 };
 
 // The order the forward runs in and when each tensor's last forward use happens.

@@ -151,7 +151,7 @@ class CachingAllocator {
   BlockPool& pool_for(uint64_t rounded_size, uint64_t stream) {
     if (!captures_underway_.empty()) [[unlikely]]
       if (BlockPool* captured = capture_pool_for(rounded_size, stream)) return *captured;
-    return rounded_size <= (1ull << 20) ? small_pool_ : large_pool_;
+    return is_small_pool_size(rounded_size) ? small_pool_ : large_pool_;
   }
   Block* get_free_block(BlockPool& pool, uint64_t stream, uint64_t size);
   bool should_split(const Block* block, uint64_t size) const;

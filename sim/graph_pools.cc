@@ -53,8 +53,7 @@ Block* CachingAllocator::take_from_use_on_oom_pool(const BlockPool& requested, u
   for (uint64_t pool_id : use_on_oom_pools_) {
     PrivatePool* pool = find_private_pool(pool_id);
     if (!pool) continue;
-    BlockPool& blocks = size <= (1ull << 20) ? pool->small_blocks : pool->large_blocks;
-    if (Block* block = get_free_block(blocks, stream, size)) return block;
+    if (Block* block = get_free_block(pool->blocks_for(size), stream, size)) return block;
   }
   return nullptr;
 }
@@ -101,7 +100,7 @@ BlockPool* CachingAllocator::capture_pool_for(uint64_t rounded_size, uint64_t st
   for (const CaptureUnderway& capture : captures_underway_) {
     if (!capture.takes(stream)) continue;
     PrivatePool* pool = find_private_pool(capture.pool_id);
-    return rounded_size <= (1ull << 20) ? &pool->small_blocks : &pool->large_blocks;
+    return &pool->blocks_for(rounded_size);
   }
   return nullptr;
 }

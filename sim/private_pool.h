@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "sim/block_pool.h"
+#include "sim/size_class.h"
 
 namespace oomcast::sim {
 
@@ -23,6 +24,9 @@ struct PrivatePool {
   int64_t segment_count = 0;       // cudaMalloc'd segments not yet returned (cudaMalloc_count)
   BlockPool small_blocks{true, this};
   BlockPool large_blocks{false, this};
+
+  // The pool a request of `rounded_size` comes from, as for the allocator's own pools.
+  BlockPool& blocks_for(uint64_t rounded_size) { return is_small_pool_size(rounded_size) ? small_blocks : large_blocks; }
 };
 
 }  // namespace oomcast::sim

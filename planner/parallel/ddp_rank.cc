@@ -85,7 +85,7 @@ class DdpRank : public ParallelRank {
 
  private:
   bool trainable(int32_t parameter) const {
-    return graph_.tensors[graph_.parameters[static_cast<size_t>(parameter)]].requires_grad;
+    return graph_.parameter_requires_grad(parameter);
   }
 
   // compute_bucket_assignment_by_size: the Reducer's parameters (those with requires_grad)

@@ -302,7 +302,7 @@ class DeepSpeedRank : public ParallelRank {
  private:
   uint64_t optimizer_elements() const { return stage_ == 0 ? trainable_total_ : partition_; }
   bool trainable(int32_t parameter) const {
-    return graph_.tensors[graph_.parameters[static_cast<size_t>(parameter)]].requires_grad;
+    return graph_.parameter_requires_grad(parameter);
   }
 
   void allocate_moments(uint64_t elements) {

@@ -91,14 +91,10 @@ class Fsdp2Rank : public ParallelRank {
     for (size_t g = 0; g < groups_.params.size(); ++g) {
       for (size_t i = 0; i < groups_.params[g].size(); ++i) {
         const int32_t parameter = groups_.params[g][i];
-        if (!graph_.tensors[graph_.parameters[static_cast<size_t>(parameter)]].requires_grad) continue;
+        if (!graph_.parameter_requires_grad(parameter)) continue;
         // The optimizer sees the DTensor's local shard: rank 0's full first chunk.
-        std::vector<int64_t> shape = graph_.parameter_shapes[static_cast<size_t>(parameter)];
-        if (!shape.empty() && shape[0] > 0) {
-          const auto ranks = static_cast<int64_t>(world());
-          shape[0] = (shape[0] + ranks - 1) / ranks;
-        }
-        params.push_back(OptimizerParameter{intern(param_name(parameter)), shards_.param_shard[g][i], dtype, shape});
+        params.push_back(OptimizerParameter{intern(param_name(parameter)), shards_.param_shard[g][i], dtype,
+                                            fsdp2_shard_shape(graph_, parameter, world())});
         stepped_group_.push_back(g);
       }
     }

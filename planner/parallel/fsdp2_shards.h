@@ -18,6 +18,8 @@ namespace oomcast::planner {
 // Elements of parameter `parameter`'s padded shard on one rank: ceil(dim0 / world) x the
 // product of the other dims (a 0-dim parameter counts as one row).
 uint64_t fsdp2_padded_shard_numel(const LayerGraph& graph, int32_t parameter, uint64_t world);
+// The shape of that shard (the DTensor's local tensor on rank 0): dim 0 is ceil(dim0 / world).
+std::vector<int64_t> fsdp2_shard_shape(const LayerGraph& graph, int32_t parameter, uint64_t world);
 
 struct Fsdp2Shards {
   std::vector<std::vector<uint64_t>> param_shard;  // per group, per parameter (groups.params order)

@@ -58,7 +58,7 @@ class FsdpRank : public ParallelRank {
     trainable_count_.assign(count, 0);
     for (size_t g = 0; g < count; ++g) {
       for (int32_t parameter : groups_.params[g]) {
-        if (graph.tensors[graph.parameters[static_cast<size_t>(parameter)]].requires_grad) ++trainable_count_[g];
+        if (graph.parameter_requires_grad(parameter)) ++trainable_count_[g];
       }
       if (!fsdp_.use_orig_params && trainable_count_[g] > 0 && trainable_count_[g] < groups_.params[g].size()) {
         refuse_mixed_unit(g);
@@ -192,7 +192,7 @@ class FsdpRank : public ParallelRank {
   [[noreturn]] void refuse_mixed_unit(size_t g) const {
     std::string frozen, trainable;
     for (int32_t parameter : groups_.params[g]) {
-      const bool grad = graph_.tensors[graph_.parameters[static_cast<size_t>(parameter)]].requires_grad;
+      const bool grad = graph_.parameter_requires_grad(parameter);
       std::string& example = grad ? trainable : frozen;
       if (example.empty()) example = param_name(parameter);
     }

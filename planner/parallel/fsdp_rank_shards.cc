@@ -10,7 +10,7 @@ namespace oomcast::planner {
 namespace {
 
 bool requires_grad(const LayerGraph& graph, int32_t parameter) {
-  return graph.tensors[graph.parameters[static_cast<size_t>(parameter)]].requires_grad;
+  return graph.parameter_requires_grad(parameter);
 }
 
 uint64_t numel_of(const LayerGraph& graph, int32_t parameter) {
