@@ -302,6 +302,12 @@ def main():
     if args.child:
         return child(args.child, args.out)
     if args.replay_only:
+        if not os.path.isdir(args.replay_only):
+            print(f"record_snapshots: --replay-only {args.replay_only}: not a folder", file=sys.stderr)
+            return 2
+        if not os.access(args.oomcast, os.X_OK):
+            print(f"record_snapshots: --oomcast {args.oomcast}: no such executable (build it first)", file=sys.stderr)
+            return 2
         rows = []
         if not replay_folder(args.replay_only, args.oomcast, rows):
             print(f"record_snapshots: no snapshot in {args.replay_only}", file=sys.stderr)
