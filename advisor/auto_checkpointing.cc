@@ -11,7 +11,8 @@
 #include <fmt/format.h>
 
 #include "advisor/predict.h"
-#include "planner/checkpoint_knapsack.h"
+#include "planner/jobs/training_job.h"
+#include "planner/timing/checkpoint_knapsack.h"
 
 namespace oomcast::planner {
 
@@ -24,7 +25,7 @@ constexpr int kRounds = 5;
 Scenario resolve_auto_checkpointing(const Scenario& scenario) {
   if (scenario.checkpointing.mode != CheckpointMode::Auto || !scenario.checkpointing.units.empty()) return scenario;
   Scenario s = scenario;
-  CheckpointCosts costs = checkpoint_costs(s);
+  CheckpointCosts costs = checkpoint_costs(s, build_training_graph(s));
   if (costs.freed_bytes.empty()) {
     s.checkpointing.mode = CheckpointMode::None;
     return s;

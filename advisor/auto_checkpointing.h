@@ -1,7 +1,7 @@
 // `checkpointing: auto`, the advisor's half: picks which blocks (or which ops inside them) to
 // checkpoint so the step fits the device with the scenario's margin at the least recompute
 // time. The requirement comes from simulated peaks; the choice from the planner's knapsack
-// (planner/checkpoint_knapsack.h); the result is simulated again until it fits.
+// (planner/timing/checkpoint_knapsack.h); the result is simulated again until it fits.
 #pragma once
 
 #include <string>

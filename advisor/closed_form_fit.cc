@@ -19,7 +19,7 @@
 #include "advisor/steady_state.h"
 #include "planner/families/families.h"
 #include "advisor/predict.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 
 namespace oomcast::planner {
 

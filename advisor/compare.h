@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "scenario/scenario.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "sim/trace.h"
 
 namespace oomcast::planner {

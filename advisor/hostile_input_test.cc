@@ -6,7 +6,7 @@
 
 #include "advisor/search.h"
 #include "advisor/sweep.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "scenario/scenario_loader.h"
 #include "scenario/scenario_test_support.h"
 

@@ -11,7 +11,7 @@
 
 #include "advisor/moe_routing.h"
 #include "scenario/scenario.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "sim/trace.h"
 
 namespace oomcast::planner {
@@ -83,7 +83,7 @@ struct Prediction {
   // NCCL buffers, offload cost and warnings about unmodelled keys (planner/parallel/).
   ParallelSummary parallel;
   SteadyStateNote steady_state;
-  StepTime step_time;                  // one optimizer step's duration on the device (planner/step_time.h)
+  StepTime step_time;                  // one optimizer step's duration on the device (planner/timing/step_time.h)
   // torch.cuda.memory_stats() at the end of the step's replay on the device (at the OOM when it
   // does not fit), flattened as PyTorch does; empty on the cpu device (no caching allocator).
   std::map<std::string, int64_t> memory_stats;

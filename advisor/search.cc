@@ -18,7 +18,7 @@
 #include "base/progress.h"
 #include "planner/families/families.h"
 #include "advisor/predict.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 
 namespace oomcast::planner {
 

@@ -6,7 +6,7 @@
 // of iterations and extrapolates the rest, so memory and time do not grow with `iterations`.
 //
 // What this relies on from the planner: the schedule of an iteration depends on the
-// iteration's number only through names (step_planner: the loop body is the same code every
+// iteration's number only through names (training_job: the loop body is the same code every
 // iteration). A planner feature that changes the schedule every N iterations must disable
 // extrapolation (steady_state_allowed) or make the window cover its period.
 #pragma once

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "advisor/predict.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "scenario/scenario_loader.h"
 
 namespace oomcast::planner {

@@ -1,4 +1,4 @@
-// Renders the step-time model's answer (planner/step_time.h) next to memory in `plan`.
+// Renders the step-time model's answer (planner/timing/step_time.h) next to memory in `plan`.
 #include "advisor/step_time_report.h"
 
 #include <fmt/format.h>

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "advisor/predict.h"
-#include "planner/step_time.h"
+#include "planner/timing/step_time.h"
 
 namespace oomcast::planner {
 

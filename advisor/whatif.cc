@@ -13,7 +13,7 @@
 #include "advisor/leak_judgement.h"
 #include "advisor/step_time_report.h"
 #include "base/progress.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 
 namespace oomcast::planner {
 

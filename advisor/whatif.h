@@ -40,7 +40,7 @@ struct FixOutcome {
   std::optional<LeakOutlook> leak;     // set when it fits the simulated iterations but still grows
   std::string alloc_conf;               // PYTORCH_CUDA_ALLOC_CONF for allocator fixes
   std::string cost;                     // what the change costs (recomputation, throughput)
-  // One optimizer step of the same effective batch, before and after (planner/step_time.h);
+  // One optimizer step of the same effective batch, before and after (planner/timing/step_time.h);
   // 0 when the step-time model has no figures for the device.
   double step_seconds_before = 0.0;
   double step_seconds_after = 0.0;

@@ -10,7 +10,7 @@
 #include "base/input_error.h"
 #include "planner/families/families.h"
 #include "scenario/scenario_loader.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "advisor/whatif.h"
 
 namespace oomcast::planner {

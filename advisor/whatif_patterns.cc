@@ -16,7 +16,7 @@
 #include "planner/families/families.h"
 #include "scenario/scenario_loader.h"
 #include "advisor/search.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "advisor/whatif.h"
 
 namespace oomcast::planner {

@@ -10,7 +10,7 @@
 
 #include "advisor/predict.h"
 #include "scenario/scenario_loader.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "sim/replay.h"
 
 using namespace oomcast;

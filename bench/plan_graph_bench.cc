@@ -14,7 +14,7 @@
 #include <string>
 
 #include "planner/families/families.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "scenario/scenario_loader.h"
 
 using namespace oomcast;

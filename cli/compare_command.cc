@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "advisor/compare.h"
 #include "scenario/scenario_loader.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "sim/trace_io.h"
 
 namespace oomcast::cli {

@@ -17,7 +17,7 @@
 #include "advisor/predict.h"
 #include "advisor/report.h"
 #include "scenario/scenario_loader.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "sim/trace_io.h"
 
 namespace oomcast::cli {

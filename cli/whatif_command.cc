@@ -11,7 +11,7 @@
 #include "cli/environment.h"
 #include "advisor/whatif.h"
 #include "scenario/scenario_loader.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 
 namespace oomcast::cli {
 

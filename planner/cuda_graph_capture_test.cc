@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/planner_test_support.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "sim/replay.h"
 
 using namespace oomcast::planner;

@@ -59,7 +59,7 @@ struct OpNode {
   bool records_grad_node = false;          // grad mode on and some input requires grad
   bool uses_cublas = false;                // a cuBLAS GEMM (creates the workspace on first use)
   // Floating-point operations of the forward kernel when the op is a matmul-class op (linear,
-  // bmm, conv, fused attention); 0 for ops bound by the bytes they move (planner/op_cost.h).
+  // bmm, conv, fused attention); 0 for ops bound by the bytes they move (planner/timing/op_cost.h).
   double forward_flops = 0.0;
 };
 

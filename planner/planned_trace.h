@@ -1,6 +1,6 @@
 // PlannedTrace: the planner's output, a sim::Trace plus what each event means to the planner
 // (iteration, phase, op, tensor, category). Its own header so that the writers of the
-// schedule (schedule_writer, parallel ranks) need not include the step planner that drives them.
+// schedule (schedule_writer, parallel ranks) need not include the jobs (planner/jobs/) that drive them.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "planner/parallel/parallel_summary.h"
-#include "planner/step_time.h"
+#include "planner/step_time_result.h"
 #include "sim/trace.h"
 
 namespace oomcast::planner {
@@ -33,7 +33,7 @@ struct PlannedTrace {
   std::vector<std::string> names;   // names[0] == ""
   uint64_t parameter_count = 0;
   ParallelSummary parallel;         // data-parallel facts beyond the schedule (host RAM, offload)
-  StepTime step_time;               // how long the step takes on the device (step_time.h)
+  StepTime step_time;               // how long the step takes on the device (timing/step_time.h)
 };
 
 }  // namespace oomcast::planner

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "scenario/scenario_test_support.h"
 
 namespace oomcast::planner::testing {

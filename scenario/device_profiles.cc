@@ -75,7 +75,7 @@ std::vector<DeviceProfile> build_profiles() {
       // stepfun-ai/Step-Video-T2V #8); 48 GB GDDR6 with ECC on.
       gpu("l40s", "L40S", 45'486, 89),
   };
-  // Host link and compute peak, for the offload-cost estimate (planner/parallel/offload_cost.cc).
+  // Host link and compute peak, for the offload-cost estimate (planner/timing/offload_cost.cc).
   // host_link_gbps is the *effective* host<->device copy bandwidth of pinned memory, below
   // the link's theoretical rate: PCIe 3.0 x16 is 15.75 GB/s theoretical, ~12 GB/s measured;
   // PCIe 4.0 x16 31.5 GB/s theoretical, ~25 GB/s measured (A100, L4, A10G, RTX 30/40);
@@ -101,7 +101,7 @@ std::vector<DeviceProfile> build_profiles() {
       }
     }
   }
-  // Step-time figures (planner/step_time.h), dense (no sparsity), from NVIDIA's data sheets and
+  // Step-time figures (planner/timing/step_time.h), dense (no sparsity), from NVIDIA's data sheets and
   // architecture whitepapers: A100 data sheet (FP32 19.5, TF32 156, BF16/FP16 312 TFLOP/s;
   // HBM2e 2,039 GB/s on 80GB SXM, 1,555 GB/s on 40GB; NVLink 600 GB/s = 300 per direction);
   // H100 SXM5 data sheet (FP32 67, TF32 494.7, BF16/FP16 989.4; HBM3 3.35 TB/s; NVLink 900 GB/s);
@@ -142,7 +142,7 @@ std::vector<DeviceProfile> build_profiles() {
       if (profile.name == row.name) profile.throughput = row.figures;
     }
   }
-  // Streaming multiprocessors, for GEMM wave quantization (planner/op_cost_gemm.h): A100
+  // Streaming multiprocessors, for GEMM wave quantization (planner/timing/op_cost_gemm.h): A100
   // whitepaper 108; H100 SXM5 data sheet 132 (H200 the same GH100); L4 (AD104) 58; T4 (TU104)
   // 40; V100 SXM2 80; RTX 3090 (GA102) 82; RTX 4090 (AD102) 128; A10G 80 (the GA102 of AWS's G5,
   // 10,240 CUDA cores at 128 per SM: an assumption, NVIDIA publishes no A10G sheet); L40S 142.

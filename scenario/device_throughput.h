@@ -1,5 +1,5 @@
 // DeviceThroughput: how fast a GPU computes and moves bytes, for the step-time model
-// (planner/step_time.h): dense peaks per dtype, HBM bandwidth, and the GPU-to-GPU links that
+// (planner/timing/step_time.h): dense peaks per dtype, HBM bandwidth, and the GPU-to-GPU links that
 // collectives run over. Every figure's source is in device_profiles.cc and docs/step-time.md.
 #pragma once
 

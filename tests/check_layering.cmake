@@ -40,10 +40,59 @@ foreach(index RANGE ${last})
     math(EXPR checked "${checked} + 1")
   endforeach()
 endforeach()
+# Inside planner/ the same rule between its rooms, lowest first: ops (the op catalogue),
+# families (the model builders), parallel (the data-parallel ranks), timing (the step-time
+# model: reads the layer graph and the device's throughput, never writes an allocation), jobs
+# (training, forward, generate: the drivers of the runner, the schedule and the timing).
+# planner/'s own files (layer graph, graph runner, schedule writer, checkpointing, optimizers)
+# are the schedule's core, read by every room; they may include ops/, families/ and parallel/
+# (model_setup builds through ops/, the graph export through families/, PlannedTrace holds
+# the ParallelSummary, and the graph runner calls a rank through parallel/runner_hooks.h: that
+# interface stays with the ranks that implement it, the runner only calls it), but never
+# timing/ or jobs/. Tests (*_test.cc, *_test_support.h) may plan a whole job to get their
+# input, so they are held only to the rule between folders above.
+set(PLANNER_ROOMS ops families parallel timing jobs)
+list(LENGTH PLANNER_ROOMS room_count)
+math(EXPR last_room "${room_count} - 1")
+# check_planner_includes(FILES... ABOVE rooms...): fails on a library file that includes a room above it.
+function(check_planner_includes)
+  cmake_parse_arguments(C "" "" "FILES;ABOVE" ${ARGN})
+  foreach(path ${C_FILES})
+    if(path MATCHES "_test\\.cc$|_test_support\\.h$")
+      continue()
+    endif()
+    file(STRINGS ${path} lines REGEX "^[ \t]*#[ \t]*include")
+    foreach(line ${lines})
+      foreach(room ${C_ABOVE})
+        if(line MATCHES "[\"<]planner/${room}/")
+          message(FATAL_ERROR "${path}: must not include planner/${room}/ (inside planner/, lowest first: ${PLANNER_ROOMS}): '${line}'")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+endfunction()
+file(GLOB core_files ${SOURCE_DIR}/planner/*.h ${SOURCE_DIR}/planner/*.cc)
+check_planner_includes(FILES ${core_files} ABOVE timing jobs)
+foreach(index RANGE ${last_room})
+  list(GET PLANNER_ROOMS ${index} room)
+  set(above "")
+  math(EXPR next "${index} + 1")
+  if(next LESS_EQUAL last_room)
+    foreach(upper RANGE ${next} ${last_room})
+      list(GET PLANNER_ROOMS ${upper} name)
+      list(APPEND above "${name}")
+    endforeach()
+  endif()
+  file(GLOB_RECURSE room_files ${SOURCE_DIR}/planner/${room}/*.h ${SOURCE_DIR}/planner/${room}/*.cc)
+  if(room_files AND NOT above STREQUAL "")
+    check_planner_includes(FILES ${room_files} ABOVE ${above})
+  endif()
+endforeach()
+
 if(NOT DEFINED MIN_FILES)
   set(MIN_FILES 50)
 endif()
 if(checked LESS ${MIN_FILES})
   message(FATAL_ERROR "layering: only ${checked} files found under ${SOURCE_DIR}: wrong SOURCE_DIR?")
 endif()
-message(STATUS "layering: ${checked} files in ${LAYERS} include only their own folder and those below it")
+message(STATUS "layering: ${checked} files in ${LAYERS} include only their own folder and those below it; inside planner/: ${PLANNER_ROOMS}")

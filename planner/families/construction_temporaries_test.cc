@@ -10,7 +10,7 @@
 #include "planner/families/families.h"
 #include "planner/families/graph_file_export.h"
 #include "planner/planner_test_support.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 
 using namespace oomcast::planner;
 using oomcast::planner::testing::inline_model;

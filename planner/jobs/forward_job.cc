@@ -8,7 +8,7 @@
 // (`cuda_graphs` with phase forward, inference only) are captured after setup, one per batch
 // size; a batch that one of them covers replays it: the forward allocates nothing and its
 // outputs are the graph's static outputs (overwritten by the next replay, so nothing is held).
-#include "planner/forward_job.h"
+#include "planner/jobs/forward_job.h"
 
 #include <string>
 #include <vector>
@@ -21,6 +21,7 @@
 #include "planner/graph_runner.h"
 #include "planner/model_setup.h"
 #include "planner/schedule_writer.h"
+#include "planner/timing/step_time.h"
 
 namespace oomcast::planner {
 

@@ -13,7 +13,7 @@
 // static cache only) are captured after the prefill, one per batch size; a decode step that
 // one of them covers replays it: the model's forward allocates nothing, its logits are the
 // graph's static output.
-#include "planner/generate_job.h"
+#include "planner/jobs/generate_job.h"
 
 #include <string>
 #include <vector>
@@ -21,7 +21,7 @@
 #include "base/input_error.h"
 #include "planner/checkpointing.h"
 #include "planner/cuda_graph_capture.h"
-#include "planner/generation_time.h"
+#include "planner/timing/generation_time.h"
 #include "planner/families/families.h"
 #include "planner/graph_prune.h"
 #include "planner/graph_runner.h"

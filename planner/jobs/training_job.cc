@@ -1,7 +1,7 @@
 // plan_steps(): the training loop around the graph runner. Setup (parameters, buffers,
 // master weights), then per iteration: micro-batches of inputs, forward, backward; the
 // optimizer step; zero_grad; evaluation passes; caller-held outputs freed on rebinding.
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 
 #include <algorithm>
 #include <memory>
@@ -12,8 +12,8 @@
 #include "base/progress.h"
 #include "planner/checkpointing.h"
 #include "planner/families/families.h"
-#include "planner/forward_job.h"
-#include "planner/generate_job.h"
+#include "planner/jobs/forward_job.h"
+#include "planner/jobs/generate_job.h"
 #include "planner/graph_runner.h"
 #include "planner/model_setup.h"
 #include "planner/ops/graph_builder.h"
@@ -21,6 +21,8 @@
 #include "planner/parallel/parallel_rank.h"
 #include "planner/schedule_size.h"
 #include "planner/schedule_writer.h"
+#include "planner/timing/offload_cost.h"
+#include "planner/timing/step_time.h"
 #include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
@@ -138,6 +140,9 @@ void LoopPlanner::run() {
   LayerGraph graph = build_graph(s, seq_len, /*training=*/true, /*grad_enabled=*/true);
   out_->parameter_count = graph.parameter_count();
   out_->parallel = summarize_parallel(s, graph);
+  // The offload traffic is the step-time model's (timing/), so the job adds it to the summary.
+  out_->parallel.offload = estimate_offload_cost(s, out_->parallel.sizes.parameters);
+  out_->parallel.offloads = out_->parallel.offload.host_to_device_bytes + out_->parallel.offload.device_to_host_bytes > 0;
   const families::FamilySpec* spec = families::find_family(s.model.family);
   std::vector<std::string> outputs;  // a graph file's are the ones it names
   if (spec) outputs = spec->outputs;

@@ -15,7 +15,7 @@ uint64_t round_up(uint64_t value, uint64_t multiple) { return (value + multiple 
 // bmm saves each operand for the other's gradient; `autocast` is false inside an op that
 // autocast already handled (SDPA math calls matmul below the autocast dispatch key).
 // `inner` is the contracted dimension (head_dim for q@kᵀ, the key length for p@v); 0 when
-// the caller does not know it (the op's FLOPs are then left to planner/op_cost.cc).
+// the caller does not know it (the op's FLOPs are then left to planner/timing/op_cost.cc).
 TensorId bmm(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b, uint64_t out_numel, bool copy_a,
              bool copy_b, bool autocast, uint64_t inner) {
   std::string name(leaf);

@@ -8,7 +8,7 @@
 
 #include "planner/parallel/comm_streams.h"
 #include "planner/planner_test_support.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "sim/replay.h"
 
 using namespace oomcast::planner;

@@ -1,5 +1,5 @@
 // The engine-independent part of a rank: parameter lookups, the factory, and the summary the
-// report prints (model states, host RAM, NCCL buffers, offload cost).
+// report prints (model states, host RAM, NCCL buffers; the training job adds the offload cost).
 #include "planner/parallel/parallel_rank.h"
 
 #include <fmt/format.h>
@@ -8,7 +8,6 @@
 
 #include "planner/parallel/fsdp2_shards.h"
 #include "planner/parallel/fsdp_rank_shards.h"
-#include "planner/parallel/offload_cost.h"
 
 namespace oomcast::planner {
 
@@ -147,8 +146,6 @@ ParallelSummary summarize_parallel(const Scenario& scenario, const LayerGraph& g
   summary.host_bytes_per_node = summary.model_states.host_per_node(parallel.gpus_per_node);
   summary.host_load_peak_per_node = summary.model_states.host_load_peak_per_node;
   summary.nccl_buffer_bytes = parallel.nccl_buffer_bytes;
-  summary.offload = estimate_offload_cost(scenario, summary.sizes.parameters);
-  summary.offloads = summary.offload.host_to_device_bytes + summary.offload.device_to_host_bytes > 0;
   summary.warnings.insert(summary.warnings.end(), parallel.warnings.begin(), parallel.warnings.end());
   return summary;
 }

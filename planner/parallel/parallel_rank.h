@@ -1,6 +1,6 @@
 // ParallelRank: one rank of a data-parallel job, driving the per-rank parts of the schedule
 // (where parameters, gradients and optimizer states live, gathers, buckets, reduce-scatters)
-// through the step planner's hooks. One subclass per engine: ddp_rank.cc, fsdp_rank.cc,
+// through the graph runner's hooks. One subclass per engine: ddp_rank.cc, fsdp_rank.cc,
 // fsdp2_rank.cc, deepspeed_rank.cc.
 #pragma once
 
@@ -71,7 +71,8 @@ std::unique_ptr<ParallelRank> make_fsdp2_rank(const Scenario& scenario, const La
 std::unique_ptr<ParallelRank> make_deepspeed_rank(const Scenario& scenario, const LayerGraph& graph,
                                                   ScheduleWriter* writer, ModelState* model);
 
-// Everything the report shows about the rank besides the schedule.
+// Everything the report shows about the rank besides the schedule, except the offload cost:
+// that is the step-time model's (timing/offload_cost.h), and the training job adds it.
 ParallelSummary summarize_parallel(const Scenario& scenario, const LayerGraph& graph);
 
 }  // namespace oomcast::planner

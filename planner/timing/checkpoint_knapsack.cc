@@ -2,7 +2,7 @@
 // bytes each block's saved set shrinks by (its retained activation storages, minus what the
 // checkpoint keeps) and the forward time of the ops it re-runs. The knapsack is a dynamic
 // programme over freed bytes in 1/1024ths of the requirement, one group (block) at a time.
-#include "planner/checkpoint_knapsack.h"
+#include "planner/timing/checkpoint_knapsack.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,7 @@
 #include <set>
 
 #include "planner/checkpointing.h"
-#include "planner/op_cost.h"
-#include "planner/step_planner.h"
+#include "planner/timing/op_cost.h"
 
 namespace oomcast::planner {
 
@@ -53,9 +52,8 @@ const std::vector<CheckpointOption>& auto_checkpoint_options() {
   return options;
 }
 
-CheckpointCosts checkpoint_costs(const Scenario& s) {
+CheckpointCosts checkpoint_costs(const Scenario& s, const LayerGraph& graph) {
   CheckpointCosts costs;
-  LayerGraph graph = build_training_graph(s);
   if (graph.num_units <= 0) return costs;
   const auto units = static_cast<size_t>(graph.num_units);
   ExecutionOrder order = compute_execution_order(graph);

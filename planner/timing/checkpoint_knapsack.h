@@ -1,6 +1,6 @@
 // `checkpointing: auto`, the planner's half: for every block (checkpoint unit) and every
 // option (the whole block, its attention scores, its MLP activations), the activation bytes
-// the option frees and the recompute time it costs (planner/step_time.h); and the
+// the option frees and the recompute time it costs (planner/timing/step_time.h); and the
 // multiple-choice knapsack that frees at least a required amount at the least recompute time.
 // The advisor (advisor/auto_checkpointing.h) sets the requirement from simulated peaks.
 #pragma once
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/layer_graph.h"
 #include "scenario/scenario.h"
 
 namespace oomcast::planner {
@@ -27,8 +28,9 @@ struct CheckpointCosts {
   std::vector<std::vector<double>> recompute_seconds;
 };
 
-// Built from the scenario's training graph; no units (a model without blocks): empty.
-CheckpointCosts checkpoint_costs(const Scenario& scenario);
+// Built from the scenario's training graph (build_training_graph, jobs/training_job.h); no
+// units (a model without blocks): empty.
+CheckpointCosts checkpoint_costs(const Scenario& scenario, const LayerGraph& graph);
 
 struct CheckpointChoice {
   std::vector<int> option;      // per unit: index into auto_checkpoint_options(), -1 for none

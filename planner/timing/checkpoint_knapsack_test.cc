@@ -1,7 +1,7 @@
 // Tests of checkpointing: auto's knapsack: the least recompute that frees what is asked.
 #include <catch2/catch.hpp>
 
-#include "planner/checkpoint_knapsack.h"
+#include "planner/timing/checkpoint_knapsack.h"
 
 using namespace oomcast::planner;
 

@@ -7,12 +7,12 @@
 //   repeat_kv reads L positions and writes them to every head; beam search's index_select
 //   reads and writes the whole cache.
 // The sum over t = 1..new_tokens-1 is closed-form (arithmetic in L).
-#include "planner/generation_time.h"
+#include "planner/timing/generation_time.h"
 
 #include <algorithm>
 
-#include "planner/op_cost.h"
-#include "planner/step_time_host.h"
+#include "planner/timing/op_cost.h"
+#include "planner/timing/step_time_host.h"
 #include "planner/trainable_policy.h"
 
 namespace oomcast::planner {

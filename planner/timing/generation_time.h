@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "planner/layer_graph.h"
-#include "planner/step_time.h"
+#include "planner/timing/step_time.h"
 #include "scenario/scenario.h"
 
 namespace oomcast::planner {

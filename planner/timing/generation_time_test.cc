@@ -3,10 +3,10 @@
 // more than a static one, and a device without figures is not modelled.
 #include <catch2/catch.hpp>
 
-#include "planner/generation_time.h"
-#include "planner/op_cost.h"
+#include "planner/timing/generation_time.h"
+#include "planner/timing/op_cost.h"
 #include "planner/planner_test_support.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "scenario/device_profiles.h"
 
 using namespace oomcast::planner;

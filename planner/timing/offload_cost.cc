@@ -7,7 +7,7 @@
 // - FSDP CPUOffload: the same per gather, and the sharded grads go to the host.
 // Compute: 6 FLOPs per parameter per token (forward 2, backward 4), 8 with full
 // checkpointing (one more forward), over peak x MFU.
-#include "planner/parallel/offload_cost.h"
+#include "planner/timing/offload_cost.h"
 
 #include <algorithm>
 

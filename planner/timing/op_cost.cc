@@ -3,7 +3,7 @@
 // operands (x [r, in], W [out, in], y [r, out]: 2·r·in·out = 2·sqrt(|x|·|W|·|y|)). Backward
 // runs one GEMM per operand that needs a gradient (2× forward when both do); a fused
 // attention backward recomputes the scores and runs five matmuls to the forward's two (2.5×).
-#include "planner/op_cost.h"
+#include "planner/timing/op_cost.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "planner/layer_graph.h"
-#include "planner/op_cost_gemm.h"
+#include "planner/timing/op_cost_gemm.h"
 #include "scenario/device_throughput.h"
 
 namespace oomcast::planner {

@@ -7,7 +7,7 @@
 // small tiles make more of them and so fill more SMs: cuBLAS's heuristic picks between them,
 // and for a long K it splits the reduction (split-K) at the cost of a pass over fp32 partial
 // sums. The efficiencies here are ratios of work, so the constants are shapes, not speeds.
-#include "planner/op_cost_gemm.h"
+#include "planner/timing/op_cost_gemm.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,8 +2,8 @@
 // from a linear's sizes.
 #include <catch2/catch.hpp>
 
-#include "planner/op_cost.h"
-#include "planner/op_cost_gemm.h"
+#include "planner/timing/op_cost.h"
+#include "planner/timing/op_cost_gemm.h"
 #include "planner/ops/op_catalogue.h"
 #include "scenario/device_profiles.h"
 

@@ -4,12 +4,12 @@
 // through the host/GPU pipeline; then the optimizer step, the collectives (overlapped with
 // compute where the engine overlaps them) and the offload traffic, which is taken as not
 // overlapped (an upper bound: DeepSpeed overlaps part of the gradient copies with backward).
-#include "planner/step_time.h"
+#include "planner/timing/step_time.h"
 
 #include <algorithm>
 
-#include "planner/op_cost.h"
-#include "planner/step_time_host.h"
+#include "planner/timing/op_cost.h"
+#include "planner/timing/step_time_host.h"
 #include "planner/trainable_policy.h"
 
 namespace oomcast::planner {

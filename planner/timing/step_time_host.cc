@@ -1,5 +1,5 @@
 // Host costs of eager ops and the host/GPU pipeline (step_time_host.h).
-#include "planner/step_time_host.h"
+#include "planner/timing/step_time_host.h"
 
 #include <algorithm>
 

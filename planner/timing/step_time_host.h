@@ -8,7 +8,7 @@
 #pragma once
 
 #include "planner/layer_graph.h"
-#include "planner/op_cost.h"
+#include "planner/timing/op_cost.h"
 
 namespace oomcast::planner {
 

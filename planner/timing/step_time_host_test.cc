@@ -2,11 +2,11 @@
 // the host/GPU pipeline, and the optimizer loops' launches.
 #include <catch2/catch.hpp>
 
-#include "planner/op_cost.h"
+#include "planner/timing/op_cost.h"
 #include "planner/planner_test_support.h"
-#include "planner/step_planner.h"
-#include "planner/step_time.h"
-#include "planner/step_time_host.h"
+#include "planner/jobs/training_job.h"
+#include "planner/timing/step_time.h"
+#include "planner/timing/step_time_host.h"
 #include "scenario/device_profiles.h"
 
 using namespace oomcast::planner;

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "planner/op_cost.h"
+#include "planner/timing/op_cost.h"
 #include "planner/parallel/model_states.h"
 #include "planner/precision.h"
-#include "planner/step_time.h"
-#include "planner/step_time_host.h"
+#include "planner/timing/step_time.h"
+#include "planner/timing/step_time_host.h"
 #include "planner/trainable_policy.h"
 
 namespace oomcast::planner {

@@ -2,11 +2,11 @@
 // (step_time.h) — compute, recompute, optimizer, collectives.
 #include <catch2/catch.hpp>
 
-#include "planner/op_cost.h"
+#include "planner/timing/op_cost.h"
 #include "planner/ops/op_catalogue.h"
 #include "planner/planner_test_support.h"
-#include "planner/step_planner.h"
-#include "planner/step_time.h"
+#include "planner/jobs/training_job.h"
+#include "planner/timing/step_time.h"
 #include "scenario/device_profiles.h"
 
 using namespace oomcast::planner;

@@ -1,2 +1,2 @@
 // A scenario header that reaches up into the planner: the layering check must reject it.
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
