@@ -153,6 +153,16 @@ OomExplanation explain_oom_message(const OomMessageFigures& f) {
                             "the memory was freed after the failure (another process ended, or this allocator's "
                             "retry released its cache) or a memory fraction applies: check both"});
   }
+  // A cache too small to matter next to live tensors that fill the device: capacity first.
+  auto named = [&out](const char* name) {
+    return std::find_if(out.patterns.begin(), out.patterns.end(), [name](const OomMessagePattern& p) { return p.name == name; });
+  };
+  auto fragmented = named("fragmentation"), full = named("capacity");
+  if (fragmented != out.patterns.end() && full != out.patterns.end() && unallocated < out.limit_bytes / 20) {
+    OomMessagePattern moved = *fragmented;
+    out.patterns.erase(fragmented);
+    out.patterns.insert(named("capacity") + 1, moved);
+  }
   out.first_try = out.patterns.front().action;
   return out;
 }

@@ -192,3 +192,13 @@ TEST_CASE("the explanation of a fragmented cache tries expandable segments first
   CHECK(explanation.first_try.find("expandable_segments:True") != std::string::npos);
   CHECK(render_explanation_text(explanation).find("_record_memory_history(max_entries=") != std::string::npos);
 }
+
+TEST_CASE("a small cache beside live tensors that fill the device puts capacity first", "[advisor][explain]") {
+  // The legacy example of the spec (§5.4): 85% of the device is live tensors, 61 MiB cached.
+  OomExplanation explanation = explain_oom_message(*read_oom_message(
+      "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 4.00 GiB total capacity; 3.40 GiB already allocated; 0 "
+      "bytes free; 3.46 GiB reserved in total by PyTorch)"));
+  REQUIRE(explanation.patterns.size() >= 2);
+  CHECK(explanation.patterns[0].name == "capacity");
+  CHECK(explanation.patterns[1].name == "fragmentation");
+}

@@ -85,7 +85,7 @@ void first_batch(const Context& c, std::vector<DoctorPattern>& out) {
   pattern.bytes = model_states;
   pattern.causes_failure = true;
   pattern.evidence = fmt::format(
-      "the run failed in its first iteration ({}): the model states alone (allocated before the first forward) are {}{}",
+      "the run failed in the recording's first iteration ({}): the model states alone (allocated before the first forward) are {}{}",
       phase_name(c.report.failure->phase), byte_text(model_states),
       c.report.usable_bytes > 0 ? fmt::format(", {:.0f}% of the {} usable", 100.0 * static_cast<double>(model_states) /
                                                                                 static_cast<double>(c.report.usable_bytes),
