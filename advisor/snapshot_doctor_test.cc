@@ -300,3 +300,21 @@ TEST_CASE("a recorded OOM on a device larger than the allocator could reach name
   CHECK(outside->bytes == 2000 * kMiB);
   CHECK(report.usable_bytes == 1000 * kMiB);  // the re-simulations keep the limit the run met
 }
+
+TEST_CASE("the doctor's page and JSON carry its phases, patterns and re-simulations", "[advisor][doctor]") {
+  const std::string path = leaking_run();
+  sim::Snapshot snapshot = sim::read_snapshot(path);
+  SnapshotFrameTable frames = read_snapshot_frames(path, 0);
+  DoctorReport report = diagnose_snapshot(path, snapshot, frames, DoctorOptions{});
+  std::string page = render_html(doctor_html_report(report, snapshot, frames));
+  CHECK(page.find("Patterns in the recording") != std::string::npos);
+  CHECK(page.find("Re-simulated on the same recording") != std::string::npos);
+  CHECK(page.find("iter3/backward") != std::string::npos);
+  nlohmann::json json = doctor_json(report);
+  CHECK(json["iterations"].size() == 5);
+  CHECK(json["failure"].is_null());
+  bool leak_named = false;
+  for (const auto& pattern : json["patterns"]) leak_named = leak_named || pattern["name"] == "leak";
+  CHECK(leak_named);
+  CHECK(json["fixes"].size() == report.fixes.size());
+}
