@@ -101,6 +101,18 @@ RecordingTimeline split_recording(const sim::Trace& trace, const std::vector<int
   }
 
   auto allocated = [&](size_t event) { return event < allocated_after.size() ? allocated_after[event] : 0; };
+  // A phase run and an iteration are both spans of events with a start and a peak.
+  auto open = [](auto& span, size_t event, uint64_t before) {
+    span.first_event = span.last_event = span.peak_event = event;
+    span.allocated_at_start = span.peak_allocated = before;
+  };
+  auto extend = [](auto& span, size_t event, uint64_t now) {
+    span.last_event = event;
+    if (now > span.peak_allocated) {
+      span.peak_allocated = now;
+      span.peak_event = event;
+    }
+  };
   for (size_t event = 0; event < events; ++event) {
     uint64_t before = event == 0 ? initial_allocated : allocated(event - 1);
     if (out.runs.empty() || out.runs.back().phase != out.event_phase[event] ||
@@ -108,34 +120,19 @@ RecordingTimeline split_recording(const sim::Trace& trace, const std::vector<int
       PhaseRun run;
       run.phase = out.event_phase[event];
       run.iteration = out.event_iteration[event];
-      run.first_event = event;
-      run.allocated_at_start = before;
-      run.peak_allocated = before;
-      run.peak_event = event;
+      open(run, event, before);
       out.runs.push_back(run);
     }
     if (out.iterations.empty() || out.iterations.back().index != out.event_iteration[event]) {
       if (!out.iterations.empty()) out.iterations.back().complete = true;
       IterationSpan span;
       span.index = out.event_iteration[event];
-      span.first_event = event;
-      span.allocated_at_start = before;
-      span.peak_allocated = before;
-      span.peak_event = event;
+      open(span, event, before);
       out.iterations.push_back(span);
     }
-    PhaseRun& run = out.runs.back();
-    IterationSpan& span = out.iterations.back();
-    run.last_event = span.last_event = event;
-    span.allocated_at_end = allocated(event);
-    if (allocated(event) > run.peak_allocated) {
-      run.peak_allocated = allocated(event);
-      run.peak_event = event;
-    }
-    if (allocated(event) > span.peak_allocated) {
-      span.peak_allocated = allocated(event);
-      span.peak_event = event;
-    }
+    extend(out.runs.back(), event, allocated(event));
+    extend(out.iterations.back(), event, allocated(event));
+    out.iterations.back().allocated_at_end = allocated(event);
   }
   return out;
 }
