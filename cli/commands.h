@@ -15,5 +15,7 @@ void add_sweep_command(CLI::App& app, int& exit_code);
 void add_whatif_command(CLI::App& app, int& exit_code);
 void add_diff_command(CLI::App& app, int& exit_code);
 void add_export_graph_command(CLI::App& app, int& exit_code);
+void add_explain_command(CLI::App& app, int& exit_code);
+void add_doctor_command(CLI::App& app, int& exit_code);
 
 }  // namespace oomcast::cli

@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   oomcast::cli::add_whatif_command(app, exit_code);
   oomcast::cli::add_diff_command(app, exit_code);
   oomcast::cli::add_export_graph_command(app, exit_code);
+  oomcast::cli::add_explain_command(app, exit_code);
+  oomcast::cli::add_doctor_command(app, exit_code);
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> names;
     for (const CLI::App* command : app.get_subcommands({})) names.push_back(command->get_name());

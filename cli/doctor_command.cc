@@ -1,0 +1,72 @@
+// `oomcast doctor SNAPSHOT.pickle[.gz]`: the failing allocation of a real snapshot, its
+// iterations and phases, the OOM patterns it shows, and the settings re-simulated on it.
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "advisor/html_report.h"
+#include "advisor/snapshot_doctor.h"
+#include "base/input_error.h"
+#include "cli/byte_size.h"
+#include "cli/commands.h"
+#include "sim/snapshot.h"
+
+namespace oomcast::cli {
+namespace {
+
+struct DoctorFlags {
+  std::string file;
+  std::string device_memory;
+  std::string context_memory;
+  int device_index = 0;
+  bool json = false;
+  bool no_fixes = false;
+  std::string html;
+};
+
+int run_doctor(const DoctorFlags& flags) {
+  if (!sim::looks_like_snapshot_path(flags.file))
+    throw InputError({flags.file, 0, 0, -1}, "doctor",
+                     "doctor reads a torch.cuda.memory._dump_snapshot() pickle (.pickle or .pickle.gz); for an OOM "
+                     "message use `oomcast explain`");
+  planner::DoctorOptions options;
+  options.device_index = flags.device_index;
+  options.simulate_fixes = !flags.no_fixes;
+  if (!flags.device_memory.empty()) {
+    sim::DeviceModel device;
+    device.total_bytes = parse_byte_size(flags.device_memory, "--device-memory");
+    if (!flags.context_memory.empty()) device.context_bytes = parse_byte_size(flags.context_memory, "--context-memory");
+    options.device = device;
+  } else if (!flags.context_memory.empty()) {
+    throw InputError({}, "--context-memory", "--context-memory needs --device-memory (outside of what total?)");
+  }
+  sim::Snapshot snapshot = sim::read_snapshot(flags.file);
+  planner::SnapshotFrameTable frames = planner::read_snapshot_frames(flags.file, flags.device_index);
+  planner::DoctorReport report = planner::diagnose_snapshot(flags.file, snapshot, frames, options);
+  if (!flags.html.empty()) planner::write_html_report(planner::doctor_html_report(report, snapshot, frames), flags.html);
+  std::string out = flags.json ? planner::doctor_json(report).dump(2) + "\n" : planner::render_doctor_text(report);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return report.failure ? 1 : 0;
+}
+
+}  // namespace
+
+void add_doctor_command(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<DoctorFlags>();
+  CLI::App* command = app.add_subcommand(
+      "doctor", "Diagnose a real snapshot: where it ran out, which OOM pattern, which setting would have avoided it");
+  command->add_option("snapshot", flags->file, "torch.cuda.memory._dump_snapshot() pickle (.pickle / .pickle.gz)")
+      ->required();
+  command->add_option("--device-memory", flags->device_memory,
+                      "the GPU it ran (or should run) on, e.g. 40GiB; without it a recorded OOM sets the limit");
+  command->add_option("--context-memory", flags->context_memory,
+                      "memory held outside the allocator (CUDA context, other processes), e.g. 500MiB");
+  command->add_option("--device-index", flags->device_index, "which device of the snapshot")->capture_default_str();
+  command->add_flag("--no-fixes", flags->no_fixes, "skip the re-simulations (one replay instead of about twenty)");
+  command->add_flag("--json", flags->json, "print JSON (keys in docs/usage.md)");
+  command->add_option("--html", flags->html, "also write a self-contained HTML report");
+  command->callback([flags, &exit_code] { exit_code = run_doctor(*flags); });
+}
+
+}  // namespace oomcast::cli
