@@ -21,6 +21,7 @@
 #include "planner/parallel/parallel_rank.h"
 #include "planner/schedule_size.h"
 #include "planner/schedule_writer.h"
+#include "planner/trainable_check.h"
 #include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
@@ -154,6 +155,7 @@ void LoopPlanner::run() {
   CheckpointPlan checkpoints = plan_checkpointing(graph, order, s.checkpointing);
   out_->step_time = estimate_training_step_time(s, graph, order, checkpoints, out_->parallel);
 
+  check_something_trains(s, graph);  // refuses LoRA targets that match nothing, a job with nothing to train
   check_schedule_size(graph.ops.size(), graph.parameters.size(), s);  // refuses a schedule beyond reason
   writer_.reserve(static_cast<size_t>(estimated_schedule_events(graph.ops.size(), graph.parameters.size(), s, s.iterations)));
   // model.to(device): every parameter, then every buffer, its own allocation.
