@@ -33,7 +33,14 @@ std::string joined(const std::vector<std::string>& names) {
 void check_something_trains(const Scenario& scenario, const LayerGraph& graph) {
   const TrainableConfig& training = scenario.job.training;
   const SourceLocation where{scenario.source_path};
-  if (training.lora.enabled && graph.first_adapter_parameter >= graph.parameters.size()) {
+  // Adapters exist when a linear took them, or when the graph file carries them already (an
+  // exported LoRA model has its lora_A / lora_B parameters written out).
+  const bool has_adapters =
+      graph.first_adapter_parameter < graph.parameters.size() ||
+      std::any_of(graph.parameters.begin(), graph.parameters.end(), [&](TensorId parameter) {
+        return graph.names[graph.tensors[parameter].name].find(".lora_A.") != std::string::npos;
+      });
+  if (training.lora.enabled && !has_adapters) {
     // The modules with a 2-D weight: what target_modules can name (linears, and embeddings).
     std::set<std::string> leaves;
     for (size_t p = 0; p < graph.parameters.size(); ++p) {
