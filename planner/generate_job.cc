@@ -216,11 +216,12 @@ CapturedGraphs capture_decode_graphs(const Scenario& s, const CudaGraphConfig& g
   return capture_graphs(graphs, *writer, inputs, step, step);
 }
 
-// Events of the whole generation: three per op of the prefill and of every decode step, the
+// Events of the whole generation: about two per op of a decode step (its output's alloc and
+// free; Llama-3-8B's decode writes 2,978 events for 1,581 ops), three per op of the prefill, the
 // cache's updates (K and V of every layer, with repeat_kv's copies) and the loop's own tensors.
 int64_t estimated_generation_events(const LayerGraph& prefill, const LayerGraph& decode, const CacheShape& shape,
                                     int64_t new_tokens) {
-  const auto per_step = static_cast<int64_t>(decode.ops.size()) * 3 + shape.layers * 8 + 16;
+  const auto per_step = static_cast<int64_t>(decode.ops.size()) * 2 + shape.layers * 8 + 16;
   const int64_t decode_events = saturating_product(per_step, new_tokens);
   if (decode_events > kMaxPlannedEvents) return decode_events;  // saturated: adding could overflow
   return decode_events + static_cast<int64_t>(prefill.ops.size()) * 3 + static_cast<int64_t>(prefill.parameters.size()) * 2;
