@@ -103,7 +103,7 @@ int64_t planned_accum_steps(const Scenario& scenario, int64_t accum_steps) {
 GlobalBatchResult search_keep_global_batch(const ScenarioSource& source, const GlobalBatchOptions& options) {
   auto start = std::chrono::steady_clock::now();
   ScopedProgress progress(kSplitTask);
-  if (options.margin < 0.0 || options.margin >= 1.0) {
+  if (!(options.margin >= 0.0 && options.margin < 1.0)) {  // nan included
     throw InputError(SourceLocation{}, "--margin", "--margin must be in [0%, 100%)");
   }
   Scenario original = source.load();

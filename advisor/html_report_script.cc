@@ -264,16 +264,26 @@ const char* html_report_script() {
     var total = 0, blocks = 0, byState = [0, 0, 0, 0];
     segments.forEach(function (s) { total += s[1]; s[3].forEach(function (p) { blocks += p[2]; byState[p[1]] += p[0]; }); });
     var rows = 10, rowH = 26, gap = 6, W = 1120, L = 8, w = W - 16;
-    var perRow = total / rows;
+    // Whole bytes per row: with a fractional row length, floor(at / perRow) can name the row that
+    // ends exactly at `at`, and a placement that takes 0 bytes from it never advances.
+    var perRow = Math.max(1, Math.ceil(total / rows));
     var svg = el("svg", {width: W, height: rows * (rowH + gap)}, host);
     var pos = 0;
+    // The row holding byte `at`, corrected where the floating-point quotient rounds across a row end.
+    function rowOf(at) {
+      var row = Math.floor(at / perRow);
+      if (row * perRow > at) row--;
+      else if ((row + 1) * perRow <= at) row++;
+      return Math.min(rows - 1, Math.max(0, row));
+    }
     // Lays [start, start+size) of the address-ordered strip onto rows, splitting at row ends.
+    // Every pass takes at least one byte (or the rest), so the loop ends whatever the numbers.
     function place(start, size, attrs, info) {
-      var left = size, at = start;
+      var left = Math.round(size), at = Math.round(start);
       while (left > 0) {
-        var row = Math.min(rows - 1, Math.floor(at / perRow));
-        var rowEnd = (row + 1) * perRow, take = Math.min(left, rowEnd - at);
-        if (row === rows - 1) take = left;
+        var row = rowOf(at);
+        var take = row === rows - 1 ? left : Math.min(left, (row + 1) * perRow - at);
+        if (!(take > 0)) take = left;
         var r = el("rect", Object.assign({x: L + (at - row * perRow) / perRow * w, y: row * (rowH + gap),
                                           width: Math.max(take / perRow * w, 0.4), height: rowH}, attrs), svg);
         if (info) r.dataset.info = info;

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/bounded_file.h"
 #include "base/input_error.h"
 
 namespace oomcast::planner {
@@ -86,11 +87,8 @@ LengthDistribution parse_length_distribution(const std::string& text, const std:
 }
 
 LengthDistribution read_length_distribution(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) throw InputError(SourceLocation{path, 0, 0, -1}, "", "cannot read the length distribution file");
-  std::ostringstream text;
-  text << file.rdbuf();
-  return parse_length_distribution(text.str(), path);
+  // Bounded: /dev/zero or a stream that never ends is refused at the limit, not read into memory.
+  return parse_length_distribution(read_text_file(path, "--seq-len-distribution", "length distribution"), path);
 }
 
 double padded_cdf(const LengthDistribution& lengths, int64_t length, int64_t batch, int64_t multiple) {

@@ -105,7 +105,10 @@ std::string device_used_line(const Prediction& prediction) {
   const Scenario& s = prediction.scenario;
   if (s.device.is_cpu) return "";
   sim::Bytes nccl = s.parallel.nccl_buffer_bytes;
-  return fmt::format("nvidia-smi (this process, predicted): {} at the peak = reserved {} + CUDA context {}{}\n",
+  // A job that does not fit never shows this figure: it is what the job would need, more than the card.
+  return fmt::format("{}: {} at the peak = reserved {} + CUDA context {}{}\n",
+                     prediction.fits ? "nvidia-smi (this process, predicted)"
+                                     : "would need (this process, predicted; more than the device has)",
                      gib(static_cast<double>(predicted_device_used(prediction, prediction.peak_reserved_bytes))),
                      gib(static_cast<double>(prediction.peak_reserved_bytes)),
                      mib(static_cast<double>(s.device.cuda_context_bytes)),

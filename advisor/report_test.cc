@@ -133,6 +133,15 @@ TEST_CASE("the text report predicts nvidia-smi as reserved plus context plus NCC
         std::string::npos);
 }
 
+TEST_CASE("a job that does not fit says what it would need, never an nvidia-smi reading", "[planner][report]") {
+  Prediction p = prediction_with_context();
+  p.fits = false;
+  std::string text = render_text(p);
+  CHECK(text.find("would need (this process, predicted; more than the device has): 12.67 GiB at the peak") !=
+        std::string::npos);
+  CHECK(text.find("nvidia-smi (this process") == std::string::npos);
+}
+
 TEST_CASE("the JSON report adds predicted device usage and the outside-allocator figures", "[planner][report]") {
   nlohmann::json json = nlohmann::json::parse(render_json(prediction_with_context()));
   uint64_t outside = (426ull << 20) + (264ull << 20);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -32,6 +33,7 @@ constexpr int64_t kMaxBatch = int64_t{1} << 24;
 constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
 constexpr int64_t kMaxImageSize = int64_t{1} << 16;
 constexpr int64_t kMaxGradAccum = int64_t{1} << 20;
+constexpr int64_t kMaxNewTokens = int64_t{1} << 20;  // the loader's bound on job.new_tokens
 
 // Default ceilings when --max is not given: beyond them a search is almost surely a typo,
 // and grad_accum_steps multiplies the schedule's length.
@@ -115,9 +117,21 @@ std::vector<int64_t> spread(int64_t lo, int64_t hi, int64_t count) {
 // JSON) has nothing to search: say so instead of answering "nothing fits".
 void check_parameter_varies(const ScenarioSource& source, const Scenario& scenario, SearchParam param,
                             const std::string& key) {
-  int64_t current = param == SearchParam::BatchSize ? scenario.batch_size
-                    : param == SearchParam::SeqLen  ? scenario.seq_len
-                                                    : scenario.grad_accum_steps;
+  const GenerateConfig& generate = scenario.job.job.generate;
+  const bool generates = scenario.job.job.kind == JobKind::Generate;
+  if (generates && param == SearchParam::SeqLen) {
+    throw InputError(SourceLocation{}, "--param",
+                     "--param " + key + " has no effect on a generate job (it runs job.prompt_len " +
+                         std::to_string(generate.prompt_len) + "): search --param job.prompt_len or job.new_tokens");
+  }
+  if (!generates && (param == SearchParam::PromptLen || param == SearchParam::NewTokens)) {
+    throw InputError(SourceLocation{}, "--param", "--param " + key + " needs a generate job (job: {kind: generate})");
+  }
+  int64_t current = param == SearchParam::BatchSize   ? scenario.batch_size
+                    : param == SearchParam::SeqLen    ? scenario.seq_len
+                    : param == SearchParam::PromptLen ? generate.prompt_len
+                    : param == SearchParam::NewTokens ? generate.new_tokens
+                                                      : scenario.grad_accum_steps;
   int64_t other = current > 1 ? current - 1 : current + 1;
   try {
     source.load({key + "=" + std::to_string(other)});
@@ -134,9 +148,13 @@ SearchParam parse_search_param(const std::string& name) {
   if (name == "batch_size") return SearchParam::BatchSize;
   if (name == "seq_len" || name == "image_size") return SearchParam::SeqLen;
   if (name == "grad_accum_steps") return SearchParam::GradAccumSteps;
+  if (name == "job.prompt_len" || name == "prompt_len") return SearchParam::PromptLen;
+  if (name == "job.new_tokens" || name == "new_tokens") return SearchParam::NewTokens;
   throw InputError(SourceLocation{}, "--param",
-                   "--param must be batch_size, seq_len (image_size) or grad_accum_steps; got '" + name + "'" +
-                       did_you_mean(name, {"batch_size", "seq_len", "image_size", "grad_accum_steps"}));
+                   "--param must be batch_size, seq_len (image_size), grad_accum_steps, job.prompt_len or "
+                   "job.new_tokens; got '" + name + "'" +
+                       did_you_mean(name, {"batch_size", "seq_len", "image_size", "grad_accum_steps", "job.prompt_len",
+                                           "job.new_tokens"}));
 }
 
 std::string search_param_key(SearchParam param, const Scenario& scenario) {
@@ -144,6 +162,8 @@ std::string search_param_key(SearchParam param, const Scenario& scenario) {
     case SearchParam::BatchSize: return "batch_size";
     case SearchParam::SeqLen: return families::is_vision(scenario.model) ? "image_size" : "seq_len";
     case SearchParam::GradAccumSteps: return "grad_accum_steps";
+    case SearchParam::PromptLen: return "job.prompt_len";
+    case SearchParam::NewTokens: return "job.new_tokens";
   }
   return "?";
 }
@@ -152,6 +172,8 @@ int64_t parameter_limit(const Scenario& scenario, SearchParam param) {
   switch (param) {
     case SearchParam::BatchSize: return kMaxBatch;
     case SearchParam::GradAccumSteps: return kMaxGradAccum;
+    case SearchParam::PromptLen: return kMaxSeqLen;
+    case SearchParam::NewTokens: return kMaxNewTokens;
     case SearchParam::SeqLen:
       if (scenario.model.family == "vit") return families::default_sequence_length(scenario.model);
       if (families::is_vision(scenario.model)) return kMaxImageSize;
@@ -183,6 +205,18 @@ Scenario with_parameter(const Scenario& scenario, SearchParam param, int64_t val
     case SearchParam::BatchSize: edited.batch_size = value; break;
     case SearchParam::SeqLen: edited.seq_len = value; break;
     case SearchParam::GradAccumSteps: edited.grad_accum_steps = value; break;
+    case SearchParam::PromptLen: edited.job.job.generate.prompt_len = value; break;
+    case SearchParam::NewTokens: edited.job.job.generate.new_tokens = value; break;
+  }
+  GenerateConfig& generate = edited.job.job.generate;
+  if (param == SearchParam::PromptLen || param == SearchParam::NewTokens) {
+    // As the loader: a dynamic cache's max_cache_len follows the lengths; a static one must hold them.
+    const int64_t needed = generate.prompt_len + generate.new_tokens;
+    if (generate.cache == KvCacheKind::Static && generate.max_cache_len < needed) {
+      throw bad_value(scenario, key, "'job.max_cache_len' " + std::to_string(generate.max_cache_len) +
+                                         " is shorter than prompt_len + new_tokens " + std::to_string(needed));
+    }
+    if (generate.cache != KvCacheKind::Static) generate.max_cache_len = needed;
   }
   return edited;
 }
@@ -201,7 +235,7 @@ uint64_t usable_bytes_of(const Scenario& scenario) {
 
 Scenario with_margin(const Scenario& scenario, double margin) {
   if (margin <= 0.0) return scenario;
-  if (margin >= 1.0) throw InputError(SourceLocation{}, "--margin", "--margin must be below 100%");
+  if (std::isnan(margin) || margin >= 1.0) throw InputError(SourceLocation{}, "--margin", "--margin must be below 100%");
   Scenario edited = scenario;
   sim::DeviceModel& model = edited.device.model;
   uint64_t outside = model.context_bytes + model.other_process_bytes;
@@ -244,7 +278,7 @@ Evaluation evaluate_value(const Scenario& scenario, SearchParam param, int64_t v
 SearchResult search_max_fitting(const ScenarioSource& source, const SearchOptions& options) {
   auto start = std::chrono::steady_clock::now();
   ScopedProgress progress(kSearchTask);
-  if (options.margin < 0.0 || options.margin >= 1.0) {
+  if (!(options.margin >= 0.0 && options.margin < 1.0)) {  // nan included
     throw InputError(SourceLocation{}, "--margin", "--margin must be in [0%, 100%)");
   }
   Scenario original = source.load();
@@ -257,8 +291,8 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
   int64_t limit = parameter_limit(original, options.param);
   int64_t ceiling = options.max_value > 0 ? options.max_value
                     : options.param == SearchParam::BatchSize ? kDefaultMaxBatch
-                    : options.param == SearchParam::SeqLen    ? kDefaultMaxSeqLen
-                                                              : kDefaultMaxGradAccum;
+                    : options.param == SearchParam::GradAccumSteps ? kDefaultMaxGradAccum
+                                                                   : kDefaultMaxSeqLen;
   if (options.lengths) {
     if (options.param != SearchParam::SeqLen || families::is_vision(original.model) || original.model.family == "mlp") {
       throw InputError(SourceLocation{}, "--seq-len-distribution",
@@ -373,6 +407,19 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
     } else if (!first_fail) {
       first_fail = value;
     }
+  }
+  // A refusal above the answer ended the search: it is a limit, never "does not fit".
+  for (const auto& [value, e] : evaluator.all()) {
+    if (e.fits || (result.max_fitting && value < *result.max_fitting)) continue;
+    if (!e.error.empty()) {
+      result.refused_from = value;
+      result.refusal = e.error;
+    }
+    break;
+  }
+  if (!result.max_fitting && result.refused_from) {
+    throw InputError(SourceLocation{source.path}, result.param_key,
+                     result.param_key + " = " + std::to_string(*result.refused_from) + " is refused: " + result.refusal);
   }
   if (options.with_fit) result.fit = fit_closed_form(original, FitMetric::PeakAllocated, options.jobs);
   if (options.lengths) {

@@ -17,9 +17,12 @@
 
 namespace oomcast::planner {
 
-enum class SearchParam { BatchSize, SeqLen, GradAccumSteps };
+// PromptLen and NewTokens: a generate job's job.prompt_len and job.new_tokens (its seq_len has
+// no effect, so searching it is refused).
+enum class SearchParam { BatchSize, SeqLen, GradAccumSteps, PromptLen, NewTokens };
 
-// "batch_size", "seq_len" (also "image_size" for vision models), "grad_accum_steps".
+// "batch_size", "seq_len" (also "image_size" for vision models), "grad_accum_steps",
+// "job.prompt_len", "job.new_tokens".
 // Throws InputError with a did-you-mean for other names.
 SearchParam parse_search_param(const std::string& name);
 // The scenario key the parameter is written as: image_size for vision models.
@@ -51,7 +54,7 @@ struct Evaluation {
   bool fits = false;
   uint64_t peak_allocated_bytes = 0;  // demand, from an unbounded replay when it does not fit
   uint64_t peak_reserved_bytes = 0;
-  std::string error;                  // the planner rejected the value (counts as not fitting)
+  std::string error;                  // the planner refused the value (a limit, not an OOM)
 };
 
 // Plans and replays `scenario` (already carrying the margin) with the parameter at `value`.
@@ -88,6 +91,10 @@ struct SearchResult {
   int64_t ranks = 1;
   std::string parallel_engine;          // "DDP", "FSDP", "DeepSpeed"; "" on one GPU
   std::optional<int64_t> max_fitting;   // none: not even 1 fits
+  // The first value above max_fitting was refused (a work or size limit), not out of memory:
+  // the search stopped there; the refusal says why.
+  std::optional<int64_t> refused_from;
+  std::string refusal;
   bool non_monotone = false;            // some value fits above one that does not
   int64_t witness_fit = 0, witness_fail = 0;  // the pair that showed it
   // The window above the bisection's answer where allocated memory still fits the budget,

@@ -45,6 +45,10 @@ std::string render_search_text(const SearchResult& r) {
     text += *r.max_fitting != r.max_value ? "\n"
             : r.length_risk ? fmt::format("; the longest length {} fits\n", r.max_value)
                             : fmt::format("; the ceiling {} was reached (raise it with --max)\n", r.max_value);
+    if (r.refused_from) {
+      text += fmt::format("the search stopped at a limit, not at out of memory: {} {} is refused ({})\n", r.param_key,
+                          *r.refused_from, r.refusal);
+    }
   } else {
     text += fmt::format("no {} fits: even {} = 1 needs more than the budget\n", r.param_key, r.param_key);
   }
@@ -65,7 +69,7 @@ std::string render_search_text(const SearchResult& r) {
   text += fmt::format("\n{:>10}  {:<5}  {:>16}  {:>16}\n", r.param_key, "fits", "peak allocated", "peak reserved");
   for (const auto& e : r.evaluated) {
     if (!e.error.empty()) {
-      text += fmt::format("{:>10}  {:<5}  error: {}\n", e.value, "no", e.error);
+      text += fmt::format("{:>10}  {:<5}  refused: {}\n", e.value, "-", e.error);
       continue;
     }
     text += fmt::format("{:>10}  {:<5}  {:>16}  {:>16}\n", e.value, e.fits ? "yes" : "no",
@@ -84,6 +88,8 @@ std::string render_search_json(const SearchResult& r) {
                                       : r.margin;
   json["margin_bytes"] = r.usable_bytes - r.budget_bytes;
   json["non_monotone"] = r.non_monotone;
+  json["refused_from"] = r.refused_from ? nlohmann::ordered_json(*r.refused_from) : nlohmann::ordered_json(nullptr);
+  if (r.refused_from) json["refusal"] = r.refusal;
   json["evaluated"] = nlohmann::ordered_json::array();
   for (const auto& e : r.evaluated) {
     nlohmann::ordered_json row;

@@ -2,11 +2,13 @@
 #include "base/bounded_file.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "base/input_error.h"
 
@@ -25,11 +27,32 @@ std::string mebibytes(size_t bytes) { return std::to_string(bytes >> 20) + " MiB
 
 }  // namespace
 
-std::string read_text_file(const std::string& path, const std::string& key, const std::string& what,
-                           size_t max_bytes) {
+int open_input_file(const std::string& path, const std::string& key, int wait_ms) {
   SourceLocation where{path};
-  Descriptor file{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) throw InputError(where, key, std::string("cannot read file: ") + std::strerror(errno));
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  Descriptor file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+  if (file.fd < 0) throw InputError(where, key, std::string("cannot open file: ") + std::strerror(errno));
+  struct stat info {};
+  if (fstat(file.fd, &info) == 0 && S_ISFIFO(info.st_mode)) {
+    pollfd ready{file.fd, POLLIN, 0};
+    int n = 0;
+    do {
+      n = poll(&ready, 1, wait_ms);
+    } while (n < 0 && errno == EINTR);
+    if (n == 0) {
+      throw InputError(where, key, "nothing was written to this pipe for " + std::to_string(wait_ms / 1000) +
+                                       " s; give a file, or start the writer first");
+    }
+  }
+  const int flags = fcntl(file.fd, F_GETFL);
+  if (flags >= 0) fcntl(file.fd, F_SETFL, flags & ~O_NONBLOCK);
+  return std::exchange(file.fd, -1);
+}
+
+std::string read_text_file(const std::string& path, const std::string& key, const std::string& what,
+                           size_t max_bytes, int wait_ms) {
+  SourceLocation where{path};
+  Descriptor file{open_input_file(path, key, wait_ms)};
   struct stat info {};
   if (fstat(file.fd, &info) != 0) throw InputError(where, key, std::string("cannot read file: ") + std::strerror(errno));
   if (S_ISDIR(info.st_mode)) throw InputError(where, key, "cannot read the " + what + " file: it is a directory");

@@ -36,3 +36,9 @@ add_test(NAME capture.sdpa.causal
          COMMAND sh ${PROJECT_SOURCE_DIR}/capture/tests/with_python.sh ${OOMCAST_CAPTURE_PYTHON} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture.py sdpa causal
                  $<TARGET_FILE:oomcast>)
 set_tests_properties(capture.sdpa.causal PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS capture)
+# -o naming the model file itself is refused before anything runs (issue 33: the user's code
+# replaced by YAML). Runs on a copy in the build tree; needs no torch.
+add_test(NAME capture.refuses_to_overwrite_the_model
+         COMMAND ${CMAKE_COMMAND} -E env sh -c
+                 "cp '${PROJECT_SOURCE_DIR}/capture/examples/linear.py' '${PROJECT_BINARY_DIR}/capture_model_copy.py' && python3 '${PROJECT_SOURCE_DIR}/capture/oomcast_capture.py' '${PROJECT_BINARY_DIR}/capture_model_copy.py' -o '${PROJECT_BINARY_DIR}/capture_model_copy.py'; test $? -eq 2 && cmp -s '${PROJECT_SOURCE_DIR}/capture/examples/linear.py' '${PROJECT_BINARY_DIR}/capture_model_copy.py'")
+set_tests_properties(capture.refuses_to_overwrite_the_model PROPERTIES LABELS capture)

@@ -152,6 +152,10 @@ def main(argv=None):
     ap.add_argument("--no-repeat", action="store_true", help="write every block out (no repeat folding)")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
+    if os.path.exists(args.output) and os.path.exists(args.model) and os.path.samefile(args.output, args.model):
+        print(f"oomcast_capture: error: -o {args.output} would overwrite the input file {args.model}; "
+              "choose another path", file=sys.stderr)
+        return 2
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
     t0 = time.time()
     try:

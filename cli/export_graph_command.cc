@@ -11,6 +11,7 @@
 #include "base/input_error.h"
 #include "cli/commands.h"
 #include "cli/environment.h"
+#include "cli/output_files.h"
 #include "planner/scenario_graph_export.h"
 #include "scenario/scenario_loader.h"
 
@@ -25,16 +26,6 @@ struct ExportGraphFlags {
   std::string name;
 };
 
-void refuse_to_overwrite(const std::string& output, const planner::Scenario& scenario) {
-  std::error_code error;
-  for (const std::string& input : {scenario.source_path, scenario.model.source}) {
-    if (!input.empty() && std::filesystem::equivalent(output, input, error)) {
-      throw InputError({output, 0, 0, -1}, "-o",
-                       "-o " + output + " would overwrite the input file " + input + "; choose another path");
-    }
-  }
-}
-
 int run_export_graph(const ExportGraphFlags& flags) {
   planner::Scenario scenario =
       planner::load_scenario(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
@@ -44,7 +35,7 @@ int run_export_graph(const ExportGraphFlags& flags) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }
-  refuse_to_overwrite(flags.output, scenario);
+  refuse_clobbering_outputs({{"-o", flags.output}}, scenario_input_files(scenario));
   std::ofstream out(flags.output, std::ios::binary);
   out << text;
   out.close();

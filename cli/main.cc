@@ -1,6 +1,8 @@
 // main(): the subcommand table and the one place that turns errors into exit codes.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -65,5 +67,10 @@ int main(int argc, char** argv) {
     return 3;
   }
   oomcast::cli::erase_terminal_progress();
+  // A report that could not be written (a full disk, /dev/full) is not a success.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "error: writing the output failed: %s\n", std::strerror(errno ? errno : EIO));
+    return 2;
+  }
   return exit_code;
 }

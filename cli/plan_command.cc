@@ -14,6 +14,7 @@
 #include "advisor/html_report_plan.h"
 #include "advisor/plan_snapshot_export.h"
 #include "cli/environment.h"
+#include "cli/output_files.h"
 #include "advisor/predict.h"
 #include "advisor/report.h"
 #include "scenario/scenario_loader.h"
@@ -33,24 +34,6 @@ struct PlanFlags {
   std::string export_snapshot;
 };
 
-// The files the scenario was read from: --emit-trace and --html must not overwrite any of them.
-void refuse_input_as_output(const std::string& flag, const std::string& output, const planner::Scenario& scenario) {
-  std::vector<std::string> inputs = {scenario.source_path, scenario.model.source};
-  if (!scenario.parallel.deepspeed.config_file.empty()) {
-    std::filesystem::path config = scenario.parallel.deepspeed.config_file;
-    if (config.is_relative()) config = std::filesystem::path(scenario.source_path).parent_path() / config;
-    inputs.push_back(config.string());
-  }
-  std::error_code error;
-  for (const std::string& input : inputs) {
-    if (input.empty()) continue;
-    if (std::filesystem::equivalent(output, input, error)) {
-      throw InputError({output, 0, 0, -1}, flag,
-                       flag + " " + output + " would overwrite the input file " + input + "; choose another path");
-    }
-  }
-}
-
 int run_plan(const PlanFlags& flags) {
   planner::Scenario scenario =
       planner::load_scenario(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
@@ -59,9 +42,9 @@ int run_plan(const PlanFlags& flags) {
     prediction = planner::predict(scenario);  // long jobs: a steady-state window, not every iteration
   } else {
     // The trace file, the HTML timeline and the snapshot need every event: the whole schedule is planned.
-    if (!flags.emit_trace.empty()) refuse_input_as_output("--emit-trace", flags.emit_trace, scenario);
-    if (!flags.html.empty()) refuse_input_as_output("--html", flags.html, scenario);
-    if (!flags.export_snapshot.empty()) refuse_input_as_output("--export-snapshot", flags.export_snapshot, scenario);
+    refuse_clobbering_outputs(
+        {{"--emit-trace", flags.emit_trace}, {"--html", flags.html}, {"--export-snapshot", flags.export_snapshot}},
+        scenario_input_files(scenario));
     planner::PlannedTrace planned = planner::plan_steps(scenario);
     if (!flags.emit_trace.empty()) {
       std::ofstream out(flags.emit_trace);

@@ -16,9 +16,11 @@
 #include "advisor/snapshot_analysis.h"
 #include "base/input_error.h"
 #include "cli/byte_size.h"
+#include "cli/output_files.h"
 #include "cli/commands.h"
 #include "cli/environment.h"
 #include "sim/allocator_config.h"
+#include "sim/newest_torch_release.h"
 #include "sim/allocator_warnings.h"
 #include "sim/replay.h"
 #include "sim/snapshot.h"
@@ -37,7 +39,7 @@ struct ReplayFlags {
   bool check_invariants = false;
   std::string device_memory;
   std::string context_memory;
-  double memory_fraction = 0.0;
+  double memory_fraction = -1.0;  // not given
   int device_index = 0;
   std::string torch_version = "2.6";
   std::string html;
@@ -49,10 +51,39 @@ int parse_torch_version(const std::string& text) {
   char trailing = 0;
   if (std::sscanf(text.c_str(), "%u.%u%c", &major, &minor, &trailing) != 2 || major != 2 || minor > 99)
     throw InputError({}, "--torch-version", "--torch-version: '" + text + "' is not a PyTorch 2.x release such as 2.6");
+  if (static_cast<int>(100 * major + minor) > sim::kNewestTorchVersion) {
+    throw InputError({}, "--torch-version", "--torch-version: '" + text + "' is newer than the newest release oomcast "
+                                            "models (2." + std::to_string(sim::kNewestTorchVersion % 100) + ")");
+  }
   return static_cast<int>(100 * major + minor);
 }
 
 std::string mib(uint64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / 1048576.0); }
+
+// A trace may hold millions of marks: as a JSON tree they would cost gigabytes, so the document
+// is printed around them and each mark is written on its own.
+constexpr const char* kMarksPlaceholder = "@oomcast-marks@";
+
+void print_replay_json(const nlohmann::json& out, const std::vector<sim::MarkReport>& marks) {
+  const std::string text = out.dump(2);
+  const std::string placeholder = nlohmann::json(kMarksPlaceholder).dump();
+  const size_t at = text.find(placeholder);
+  std::fwrite(text.data(), 1, at, stdout);
+  std::fputs(marks.empty() ? "[]" : "[", stdout);
+  for (size_t i = 0; i < marks.size(); ++i) {
+    const sim::MarkReport& mark = marks[i];
+    const nlohmann::json row = {{"label", mark.label},
+                                {"event", mark.event_index},
+                                {"allocated_bytes", mark.allocated_bytes},
+                                {"reserved_bytes", mark.reserved_bytes},
+                                {"peak_allocated_bytes", mark.peak_allocated_bytes},
+                                {"peak_reserved_bytes", mark.peak_reserved_bytes}};
+    fmt::print("{}\n    {}", i == 0 ? "" : ",", row.dump());
+  }
+  if (!marks.empty()) std::fputs("\n  ]", stdout);
+  std::fwrite(text.data() + at + placeholder.size(), 1, text.size() - at - placeholder.size(), stdout);
+  std::fputs("\n", stdout);
+}
 
 nlohmann::json replay_json(const sim::ReplayResult& result) {
   nlohmann::json out;
@@ -68,12 +99,7 @@ nlohmann::json replay_json(const sim::ReplayResult& result) {
   out["num_ooms"] = result.num_ooms;
   out["oom_message"] = result.oom ? nlohmann::json(result.oom->message) : nlohmann::json(nullptr);
   out["oom_event"] = result.oom ? nlohmann::json(result.oom->event_index) : nlohmann::json(nullptr);
-  nlohmann::json marks = nlohmann::json::array();
-  for (const auto& mark : result.marks)
-    marks.push_back({{"label", mark.label}, {"event", mark.event_index}, {"allocated_bytes", mark.allocated_bytes},
-                     {"reserved_bytes", mark.reserved_bytes}, {"peak_allocated_bytes", mark.peak_allocated_bytes},
-                     {"peak_reserved_bytes", mark.peak_reserved_bytes}});
-  out["marks"] = marks;
+  out["marks"] = kMarksPlaceholder;  // streamed by print_replay_json, one mark at a time
   nlohmann::json stats;
   for (const auto& [key, value] : result.final_stats.as_flat_map()) stats[key] = value;
   out["memory_stats"] = stats;
@@ -110,7 +136,13 @@ sim::DeviceModel device_from_flags(const ReplayFlags& flags) {
   sim::DeviceModel device = sim::DeviceModel::unlimited();
   if (!flags.device_memory.empty()) device.total_bytes = parse_byte_size(flags.device_memory, "--device-memory");
   if (!flags.context_memory.empty()) device.context_bytes = parse_byte_size(flags.context_memory, "--context-memory");
-  if (flags.memory_fraction > 0.0 && flags.device_memory.empty()) {
+  if (flags.memory_fraction == -1.0) return device;
+  // nan and 0 would silently mean "no fraction": refused (a fraction of 0 allows nothing).
+  if (!(flags.memory_fraction > 0.0 && flags.memory_fraction <= 1.0)) {
+    throw InputError({}, "--memory-fraction",
+                     fmt::format("--memory-fraction must be above 0 and at most 1, got {}", flags.memory_fraction));
+  }
+  if (flags.device_memory.empty()) {
     throw InputError({}, "--memory-fraction", "--memory-fraction needs --device-memory (a fraction of what total?)");
   }
   device.memory_fraction = flags.memory_fraction;
@@ -139,6 +171,7 @@ void check_device_index(const sim::Snapshot& snapshot, const ReplayFlags& flags)
 }
 
 int run_replay(const ReplayFlags& flags) {
+  refuse_clobbering_outputs({{"--html", flags.html}}, {flags.file});
   sim::AllocatorConfig base;
   base.torch_version = parse_torch_version(flags.torch_version);
   const sim::DeviceModel device = device_from_flags(flags);
@@ -210,7 +243,7 @@ int run_replay(const ReplayFlags& flags) {
                                                {"usable_bytes", usable_bytes(device)},
                                                {"window_starts_over_capacity", starts_over}}
                               : nlohmann::json(nullptr);
-      fmt::print("{}\n", out.dump(2));
+      print_replay_json(out, report.replay.marks);
     } else {
       print_replay_text(flags.file, report.replay);
       fmt::print("  device {} replayed; the file holds device(s) {}\n", flags.device_index,
@@ -272,7 +305,7 @@ int run_replay(const ReplayFlags& flags) {
   if (!flags.html.empty())
     write_html_report(planner::trace_html_report(flags.file, trace, config, device, options, result), flags.html);
   if (flags.json) {
-    fmt::print("{}\n", replay_json(result).dump(2));
+    print_replay_json(replay_json(result), result.marks);
   } else {
     print_replay_text(flags.file, result);
   }

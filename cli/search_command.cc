@@ -2,6 +2,7 @@
 // [--max N] [--set k=v]... [--fit] [--json]`: the largest value that fits with the margin left
 // free; `--keep-global-batch N`: the largest micro-batch (and its accumulation) of a global
 // batch N. Exit code 0 when some value fits, 1 when none does.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -46,6 +47,9 @@ MarginFlag parse_margin(const std::string& text) {
   double value = std::strtod(text.c_str(), &end);
   bool percent = end && *end == '%';
   if (end != text.c_str() && (*end == '\0' || (percent && end[1] == '\0'))) {
+    if (!std::isfinite(value)) {  // nan would compare false everywhere and answer "nothing fits"
+      throw InputError(SourceLocation{}, "--margin", "--margin must be a number in [0%, 100%); got '" + text + "'");
+    }
     return MarginFlag{percent ? value / 100.0 : value, 0};
   }
   try {
@@ -130,7 +134,8 @@ void add_search_command(CLI::App& app, int& exit_code) {
   command->add_option("--pad-to-multiple", flags->pad_to_multiple_of,
                       "with --batching pad: padded lengths round up to a multiple of N (pad_to_multiple_of)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
-  command->add_option("--jobs", flags->jobs, "values simulated at once (default: every hardware thread)");
+  command->add_option("--jobs", flags->jobs, "values simulated at once (default: every hardware thread)")
+      ->check(CLI::PositiveNumber);
   command->add_option("--set", flags->overrides, "override a scenario key first (repeatable)")->allow_extra_args(false);
   command->add_flag("--fit", flags->fit, "also print the closed-form fit peak ≈ a + b·B + c·B·S + d·B·S²");
   command->add_flag("--json", flags->json, "print JSON (max_fitting, param, margin, non_monotone, evaluated)");

@@ -58,7 +58,8 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
                       "axes 'key=v1,v2 key2=a..b' (keys as for --set; a..b is an integer range; repeatable)")
       ->required()
       ->allow_extra_args(false);
-  command->add_option("--jobs", flags->jobs, "threads (default: every hardware thread)");
+  command->add_option("--jobs", flags->jobs, "threads (default: every hardware thread)")
+      ->check(CLI::PositiveNumber);
   command->add_option("--set", flags->overrides, "override a scenario key for every combination (repeatable)")
       ->allow_extra_args(false);
   command->add_flag("--csv", flags->csv, "print CSV");

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "advisor/html_report_plan.h"
 #include "cli/environment.h"
+#include "cli/output_files.h"
 #include "advisor/whatif.h"
 #include "scenario/scenario_loader.h"
 #include "planner/jobs/training_job.h"
@@ -30,6 +31,10 @@ int run_whatif(const WhatifFlags& flags) {
   planner::DiagnoseOptions options;
   if (flags.jobs > 0) options.jobs = flags.jobs;
   options.with_fit = !flags.no_fit;
+  if (!flags.html.empty()) {  // refused before the long diagnosis, not after it
+    refuse_clobbering_outputs({{"--html", flags.html}},
+                              scenario_input_files(planner::load_scenario(flags.scenario, flags.overrides)));
+  }
   planner::Diagnosis diagnosis = planner::diagnose(
       planner::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides)), options);
   std::string text = flags.json ? planner::render_whatif_json(diagnosis) : planner::render_whatif_text(diagnosis);
@@ -51,7 +56,8 @@ void add_whatif_command(CLI::App& app, int& exit_code) {
       "whatif", "the doctor: which OOM patterns the scenario shows, and which simulated change saves most");
   command->add_option("scenario", flags->scenario, "scenario YAML file")->required();
   command->add_option("--set", flags->overrides, "override a scenario key first (repeatable)")->allow_extra_args(false);
-  command->add_option("--jobs", flags->jobs, "simulations at once (default: every hardware thread)");
+  command->add_option("--jobs", flags->jobs, "simulations at once (default: every hardware thread)")
+      ->check(CLI::PositiveNumber);
   command->add_flag("--no-fit", flags->no_fit, "skip the closed-form fit peak ≈ a + b·B + c·B·S + d·B·S²");
   command->add_flag("--json", flags->json, "print JSON");
   command->add_option("--html", flags->html, "also write a self-contained HTML report with the fixes table");

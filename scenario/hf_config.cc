@@ -42,9 +42,8 @@ std::string joined(const std::vector<std::string>& names) {
   return text;
 }
 
-}  // namespace
-
-ModelConfig load_hf_config(const std::string& path) {
+// The config.json as a JSON object; InputError for invalid JSON or another top-level type.
+nlohmann::json read_config_object(const std::string& path) {
   const SourceLocation file{path, 0, 0, -1};
   const std::string text = read_text_file(path, "", "config.json");
   nlohmann::json config;
@@ -58,6 +57,14 @@ ModelConfig load_hf_config(const std::string& path) {
     throw InputError(file, "", "a config.json is a JSON object of a model's settings, not " +
                                    std::string(type == "array" || type == "object" ? "an " : "a ") + type);
   }
+  return config;
+}
+
+}  // namespace
+
+ModelConfig load_hf_config(const std::string& path) {
+  const SourceLocation file{path, 0, 0, -1};
+  const nlohmann::json config = read_config_object(path);
   if (!config.contains("model_type") || !config["model_type"].is_string()) {
     throw InputError(file, "model_type", "config.json needs a string 'model_type' (supported: " +
                                              joined(supported_hf_model_types()) + ")");
@@ -87,6 +94,50 @@ ModelConfig load_hf_config(const std::string& path) {
     model.warnings.push_back(path + ": config.json keys not modelled (they may change memory): " + joined(unread));
   }
   return model;
+}
+
+std::optional<WeightsConfig> checkpoint_weights(const std::string& config_path) {
+  const SourceLocation file{config_path, 0, 0, -1};
+  const nlohmann::json config = read_config_object(config_path);
+  if (!config.contains("quantization_config")) return std::nullopt;
+  const nlohmann::json& q = config["quantization_config"];
+  if (!q.is_object()) throw InputError(file, "quantization_config", "'quantization_config' must be an object");
+  auto text = [&](const char* key, const std::string& fallback) {
+    return q.contains(key) && q[key].is_string() ? q[key].get<std::string>() : fallback;
+  };
+  auto flag = [&](const char* key) { return q.contains(key) && q[key].is_boolean() && q[key].get<bool>(); };
+  const std::string method = text("quant_method", "bitsandbytes");
+  if (method != "bitsandbytes") {
+    throw InputError(file, "quantization_config",
+                     "the checkpoint is quantized with " + method +
+                         ", which oomcast does not model; planning it as unquantized weights would be wrong. Give "
+                         "'weights:' in the scenario to say how its weights are stored (e.g. weights: nf4 for 4-bit)");
+  }
+  WeightsConfig weights;
+  if (flag("load_in_4bit")) {
+    // BitsAndBytesConfig's defaults: quant type fp4, no double quant, compute dtype float32.
+    weights.format = text("bnb_4bit_quant_type", "fp4") == "nf4" ? WeightFormat::Nf4 : WeightFormat::Fp4;
+    weights.double_quant = flag("bnb_4bit_use_double_quant");
+    const std::string compute = text("bnb_4bit_compute_dtype", "float32");
+    weights.compute_dtype = compute == "bfloat16"  ? WeightFormat::Bf16
+                            : compute == "float16" ? WeightFormat::Fp16
+                                                   : WeightFormat::Fp32;
+  } else if (flag("load_in_8bit")) {
+    weights.format = WeightFormat::Int8;
+  } else {
+    throw InputError(file, "quantization_config", "a bitsandbytes quantization_config needs load_in_4bit or load_in_8bit");
+  }
+  if (q.contains("llm_int8_skip_modules") && q["llm_int8_skip_modules"].is_array()) {
+    weights.skip_modules.clear();
+    for (const auto& name : q["llm_int8_skip_modules"]) {
+      if (name.is_string()) weights.skip_modules.push_back(name.get<std::string>());
+    }
+    // transformers keeps the output head unquantized whatever the list says (get_keys_to_not_convert).
+    if (std::find(weights.skip_modules.begin(), weights.skip_modules.end(), "lm_head") == weights.skip_modules.end()) {
+      weights.skip_modules.push_back("lm_head");
+    }
+  }
+  return weights;
 }
 
 }  // namespace oomcast::planner

@@ -8,6 +8,7 @@
 #include "base/input_error.h"
 #include "scenario/hf_config.h"
 #include "scenario/model_catalog.h"
+#include "scenario/scenario_loader.h"
 #include "scenario/scenario_test_support.h"
 
 using namespace oomcast;
@@ -153,4 +154,26 @@ TEST_CASE("a model YAML switch in any YAML spelling of a boolean is read", "[sce
                                               "max_positions: 64}\noptions: {tied_embeddings: No}\n",
                                   "yes.yaml");
   CHECK(resolve_model(path, "").options.at("tied_embeddings") == "false");
+}
+
+TEST_CASE("a bitsandbytes 4-bit checkpoint's quantization_config sets the job's weights", "[scenario][models][weights]") {
+  std::string path = write_config("bnb-4bit", llama_with(R"(, "quantization_config": {"quant_method": "bitsandbytes",
+    "load_in_4bit": true, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true,
+    "bnb_4bit_compute_dtype": "bfloat16"})"));
+  Scenario s = load_scenario_text("model: {path: " + path + "}\ndevice: a100-40gb\nbatch_size: 1\nseq_len: 16\n"
+                                  "job: inference\n", "s.yaml");
+  CHECK(s.job.weights.format == WeightFormat::Nf4);
+  CHECK(s.job.weights.double_quant);
+  CHECK(s.job.weights.compute_dtype == WeightFormat::Bf16);
+}
+
+TEST_CASE("a GPTQ checkpoint is refused unless the scenario says how its weights are stored",
+          "[scenario][models][weights]") {
+  std::string path = write_config("gptq", llama_with(R"(, "quantization_config": {"quant_method": "gptq", "bits": 4})"));
+  const std::string yaml = "model: {path: " + path + "}\ndevice: a100-40gb\nbatch_size: 1\nseq_len: 16\njob: inference\n";
+  InputError error = caught([&] { load_scenario_text(yaml, "s.yaml"); });
+  CHECK(error.key() == "quantization_config");
+  CHECK_THAT(error.message(), Catch::Contains("quantized with gptq"));
+  Scenario told = load_scenario_text(yaml + "weights: nf4\n", "s.yaml");
+  CHECK(told.job.weights.format == WeightFormat::Nf4);
 }

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "base/input_error.h"
+#include "scenario/hf_config.h"
 #include "scenario/model_families.h"
 
 #include "scenario/model_families.h"
@@ -75,7 +77,10 @@ JobSection read_job(const YamlNode& node, const Scenario& scenario) {
       if (generate.max_cache_len > 0 && generate.cache != KvCacheKind::Static) {
         node.child("max_cache_len").fail("'job.max_cache_len' applies to cache static");
       }
-      generate.prefill_full_logits = node.choice_or("prefill_logits", "full", {"full", "last"}) == "full";
+      // transformers >= 4.45 generate() passes logits_to_keep=1 (first named num_logits_to_keep) to
+      // every model whose forward takes it (transformers 5.24 generation/utils.py, "set it to 1 to
+      // avoid computing the whole logit matrix"): the prefill computes the last position only.
+      generate.prefill_full_logits = node.choice_or("prefill_logits", "last", {"full", "last"}) == "full";
       generate.logits_fp32 = node.bool_or("logits_fp32", false);
     }
     if (job.kind == JobKind::Train) {
@@ -250,6 +255,12 @@ void read_job_sections(const YamlNode& root, Scenario& scenario) {
   config.job = read_job(root.child("job"), scenario);
   config.training = read_training(root.child("training"), scenario);
   config.weights = read_weights(root.child("weights"));
+  const std::string& model_file = scenario.model.source;
+  if (root.child("weights").is_missing() && model_file.size() > 5 &&
+      model_file.compare(model_file.size() - 5, 5, ".json") == 0) {
+    // A pre-quantized checkpoint's config.json says how its weights are stored.
+    if (std::optional<WeightsConfig> stored = checkpoint_weights(model_file)) config.weights = *stored;
+  }
   config.loading = read_loading(root.child("loading"));
   const bool training_job = config.job.kind == JobKind::Train;
   if (!training_job) {

@@ -27,6 +27,7 @@
 #include "scenario/size_limits.h"
 #include "scenario/yaml_reader.h"
 #include "sim/allocator_config.h"
+#include "sim/newest_torch_release.h"
 
 namespace oomcast::planner {
 
@@ -51,7 +52,12 @@ const Named<CheckpointMode> kCheckpointModes[] = {
     {"selective", CheckpointMode::Selective}, {"auto", CheckpointMode::Auto}};
 const Named<OptimizerType> kOptimizerTypes[] = {
     {"sgd", OptimizerType::Sgd}, {"adam", OptimizerType::Adam}, {"adamw", OptimizerType::AdamW},
-    {"adafactor", OptimizerType::Adafactor}, {"adamw8bit", OptimizerType::AdamW8bit}};
+    {"adafactor", OptimizerType::Adafactor}, {"adamw8bit", OptimizerType::AdamW8bit},
+    // Hugging Face TrainingArguments' names (optim=...). paged_adamw_8bit (QLoRA's default) keeps
+    // the same 8-bit state in paged (managed) memory that moves to the host only under pressure:
+    // planned resident, as adamw8bit.
+    {"adamw_8bit", OptimizerType::AdamW8bit}, {"adamw_bnb_8bit", OptimizerType::AdamW8bit},
+    {"paged_adamw_8bit", OptimizerType::AdamW8bit}};
 const Named<OptimizerImpl> kOptimizerImpls[] = {
     {"single_tensor", OptimizerImpl::SingleTensor}, {"foreach", OptimizerImpl::Foreach},
     {"fused", OptimizerImpl::Fused}};
@@ -365,6 +371,7 @@ DeviceConfig read_device(const YamlNode& node) {
 sim::TorchVersion read_torch_version(const YamlNode& node) {
   std::string text = node.as_string();
   size_t dot = text.find('.');
+  sim::TorchVersion version = 0;
   try {
     if (dot != std::string::npos) {
       size_t used_major = 0, used_minor = 0;
@@ -372,11 +379,16 @@ sim::TorchVersion read_torch_version(const YamlNode& node) {
       std::string minor_text = text.substr(dot + 1);
       int minor = std::stoi(minor_text, &used_minor);
       if (used_major == dot && used_minor == minor_text.size() && major >= 1 && minor >= 0 && minor < 100) {
-        return major * 100 + minor;
+        version = major * 100 + minor;
       }
     }
   } catch (const std::exception&) {
   }
+  if (version > sim::kNewestTorchVersion) {
+    node.fail("'allocator.torch_version' " + text + " is newer than the newest release oomcast models (2." +
+              std::to_string(sim::kNewestTorchVersion % 100) + ")");
+  }
+  if (version > 0) return version;
   node.fail("'allocator.torch_version' must be a PyTorch release such as \"2.6\", got '" + text + "'");
 }
 

@@ -136,7 +136,7 @@ TEST_CASE("booleans accept YAML 1.1 spellings and reject others", "[planner][yam
 
 TEST_CASE("a file that cannot be read is an InputError naming it", "[planner][yaml]") {
   CHECK(error_of([] { YamlDocument::load_file("/nonexistent/s.yaml"); }) ==
-        "/nonexistent/s.yaml: error: cannot read file: No such file or directory");
+        "/nonexistent/s.yaml: error: cannot open file: No such file or directory");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <new>
 #include <utility>
 
+#include "base/bounded_file.h"
 #include "base/input_error.h"
 
 #if defined(__has_feature)
@@ -161,8 +162,7 @@ ByteVector gunzip(const std::string& name, const uint8_t* data, size_t size) {
 }
 
 FileBytes read_file_bytes(const std::string& path) {
-  FileDescriptor file{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) fail(path, std::string("cannot open file: ") + std::strerror(errno));
+  FileDescriptor file{open_input_file(path, "")};  // a FIFO nobody writes to is an error, not a hang
   struct stat info {};
   if (fstat(file.fd, &info) != 0) fail(path, std::string("cannot read file: ") + std::strerror(errno));
   if (S_ISDIR(info.st_mode)) fail(path, "cannot read file: it is a directory");

@@ -2,6 +2,7 @@
 // and writer. gzip-compressed files are read transparently through zlib.
 #include "sim/trace_io.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <charconv>
@@ -12,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/bounded_file.h"
 #include "base/edit_distance.h"
 #include "base/input_error.h"
 
@@ -41,16 +43,31 @@ class TraceParser {
     while (position <= text.size()) {
       size_t end = text.find('\n', position);
       if (end == std::string_view::npos) end = text.size();
-      ++line_number_;
-      std::string_view line = text.substr(position, end - position);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      parse_line(line);
-      if (builder_.size() > kMaxTraceEvents) {
-        fail("", "the trace has more than " + std::to_string(kMaxTraceEvents) + " events, over the limit");
-      }
+      parse_next_line(text.substr(position, end - position));
       if (end == text.size()) break;
       position = end + 1;
     }
+    return finish();
+  }
+
+  // One line of a trace read in pieces (without its '\n').
+  void parse_next_line(std::string_view line) {
+    ++line_number_;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    parse_line(line);
+    if (builder_.size() > kMaxTraceEvents) {
+      fail("", "the trace has more than " + std::to_string(kMaxTraceEvents) +
+                   " events, over the limit (about 2 GB of host memory): replay a window of it");
+    }
+  }
+
+  // A line longer than any action needs: refused before it fills the host's memory.
+  [[noreturn]] void fail_long_line() {
+    ++line_number_;
+    fail("", "a line longer than " + std::to_string(kMaxTraceLineBytes >> 20) + " MiB; a trace line is one event");
+  }
+
+  Trace finish() {
     Trace trace = builder_.take();
     trace.source_name = name_;
     return trace;
@@ -274,37 +291,56 @@ class TraceParser {
 
 Trace parse_trace_text(const std::string& name, std::string_view text) { return TraceParser(name).parse(text); }
 
+// Reads the file in chunks and parses each line as it completes, so memory holds the events,
+// not the text (a small gzip of a gigabyte of comments costs nothing). A gzip stream that ends
+// early (a truncated download) is an error, never a shorter trace.
 Trace read_trace_file(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (!file) throw InputError({path, 0, 0, -1}, "", "cannot open trace file");
-  std::string text;
-  char buffer[1 << 16];
+  const int descriptor = open_input_file(path, "");  // a FIFO nobody writes to is an error, not a hang
+  gzFile file = gzdopen(descriptor, "rb");
+  if (!file) {
+    close(descriptor);
+    throw InputError({path, 0, 0, -1}, "", "cannot open trace file");
+  }
+  struct Closer {
+    gzFile file;
+    ~Closer() { gzclose(file); }
+  } closer{file};
+  TraceParser parser(path);
+  std::string pending;  // the start of a line whose '\n' is in a later chunk
+  std::vector<char> buffer(size_t{1} << 16);
+  const std::string not_text = "not a text trace (it contains NUL bytes); snapshots must end in .pickle or .pickle.gz";
   while (true) {
-    int count = gzread(file, buffer, sizeof buffer);
-    if (count < 0) {
-      int code = 0;
-      std::string why = gzerror(file, &code);
-      gzclose(file);
-      throw InputError({path, 0, 0, -1}, "", "corrupt compressed trace: " + why);
+    const int count = gzread(file, buffer.data(), static_cast<unsigned>(buffer.size()));
+    int code = Z_OK;
+    const char* why = gzerror(file, &code);
+    if (count < 0 || (count == 0 && code != Z_OK)) {
+      // zlib reports a stream that stops before its end (and its CRC) as Z_BUF_ERROR.
+      throw InputError({path, 0, 0, -1}, "",
+                       code == Z_BUF_ERROR ? std::string("truncated compressed trace: the file ends before the end of "
+                                                         "its gzip stream (an interrupted copy?)")
+                                           : "corrupt compressed trace: " + std::string(why));
     }
     if (count == 0) break;
+    std::string_view chunk(buffer.data(), static_cast<size_t>(count));
     // Checked per chunk, so /dev/zero or a huge binary file is refused after one read.
-    if (std::memchr(buffer, '\0', static_cast<size_t>(count)) != nullptr) {
-      gzclose(file);
-      throw InputError({path, 0, 0, -1}, "",
-                       "not a text trace (it contains NUL bytes); snapshots must end in .pickle or .pickle.gz");
+    if (chunk.find('\0') != std::string_view::npos) throw InputError({path, 0, 0, -1}, "", not_text);
+    size_t position = 0;
+    for (size_t end = chunk.find('\n'); end != std::string_view::npos; end = chunk.find('\n', position)) {
+      if (pending.empty()) {
+        parser.parse_next_line(chunk.substr(position, end - position));
+      } else {
+        pending.append(chunk.substr(position, end - position));
+        if (pending.size() > kMaxTraceLineBytes) parser.fail_long_line();
+        parser.parse_next_line(pending);
+        pending.clear();
+      }
+      position = end + 1;
     }
-    if (text.size() + static_cast<size_t>(count) > kMaxTraceTextBytes) {
-      gzclose(file);
-      throw InputError({path, 0, 0, -1}, "", "the trace is larger than " + std::to_string(kMaxTraceTextBytes >> 30) +
-                                                 " GiB of text, over the limit");
-    }
-    text.append(buffer, static_cast<size_t>(count));
+    pending.append(chunk.substr(position));
+    if (pending.size() > kMaxTraceLineBytes) parser.fail_long_line();
   }
-  gzclose(file);
-  if (text.find('\0') != std::string::npos)
-    throw InputError({path, 0, 0, -1}, "", "not a text trace (it contains NUL bytes); snapshots must end in .pickle or .pickle.gz");
-  return parse_trace_text(path, text);
+  parser.parse_next_line(pending);
+  return parser.finish();
 }
 
 void write_trace(std::ostream& out, const Trace& trace) {

@@ -19,8 +19,10 @@
 namespace oomcast::sim {
 
 // Limits of a trace read from a file: beyond them the host's memory, not the trace, decides.
-inline constexpr size_t kMaxTraceEvents = 100'000'000;
-inline constexpr size_t kMaxTraceTextBytes = size_t{4} << 30;
+// 20 M events (as the planner's kMaxPlannedEvents) stay under about 2 GB; a line is one event,
+// so a line over 1 MiB (a comment of a gigabyte) is refused instead of held.
+inline constexpr size_t kMaxTraceEvents = 20'000'000;
+inline constexpr size_t kMaxTraceLineBytes = size_t{1} << 20;
 
 // Parses trace text. `name` is used in errors. Throws InputError (file:line and event index)
 // for unknown actions, missing or malformed fields, negative or overflowing sizes, a free of

@@ -1,7 +1,13 @@
 // The text trace format: what it accepts and the exact errors for what it refuses.
 #include "sim/trace_io.h"
 
+#include <unistd.h>
+#include <zlib.h>
+
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "base/input_error.h"
@@ -17,6 +23,43 @@ std::string error_of(const std::string& text) {
     return error.what();
   }
   return "no error";
+}
+// A gzip-compressed trace file in the temp directory, optionally cut after `keep` bytes;
+// removed when the test ends.
+class GzipTraceFile {
+ public:
+  GzipTraceFile(const std::string& name, const std::string& text, size_t keep = std::string::npos)
+      : path_((std::filesystem::temp_directory_path() / ("oomcast_trace_io_test_" + std::to_string(getpid()) + "_" + name))
+                  .string()) {
+    gzFile file = gzopen(path_.c_str(), "wb");
+    gzwrite(file, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(file);
+    if (keep != std::string::npos) std::filesystem::resize_file(path_, keep);
+  }
+  ~GzipTraceFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+  size_t size() const { return std::filesystem::file_size(path_); }
+
+ private:
+  std::string path_;
+};
+
+std::string read_error_of(const std::string& path) {
+  try {
+    read_trace_file(path);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+// Enough distinct lines that the file is read in several chunks and lines cross their ends.
+std::string long_trace() {
+  std::string text = "# a long trace\n";
+  for (int i = 0; i < 20000; ++i) {
+    text += "alloc a" + std::to_string(i) + " " + std::to_string(512 * (i % 7 + 1)) + "\nfree a" + std::to_string(i) + "\n";
+  }
+  return text;
 }
 }  // namespace
 
@@ -159,4 +202,31 @@ TEST_CASE("free_completed needs a free_requested of the same id", "[sim][trace][
 TEST_CASE("record_stream needs a live id", "[sim][trace][streams][errors]") {
   CHECK(error_of("record_stream a 3\n") ==
         "t.trace:1: event 0: error: record_stream of id 'a', which is not allocated");
+}
+
+TEST_CASE("a gzip-compressed trace read in chunks gives the same events as its text", "[sim][trace][gzip]") {
+  const std::string text = long_trace();
+  const GzipTraceFile file("whole.trace.gz", text);
+  const Trace read = read_trace_file(file.path());
+  const Trace parsed = parse_trace_text("t", text);
+  REQUIRE(read.events.size() == 40000);
+  REQUIRE(read.events.size() == parsed.events.size());
+  for (size_t i = 0; i < read.events.size(); ++i) CHECK(read.events[i].bytes == parsed.events[i].bytes);
+}
+
+TEST_CASE("a truncated trace.gz is an error, not a shorter trace", "[sim][trace][gzip][errors]") {
+  const std::string text = long_trace();
+  const GzipTraceFile whole("cut_reference.trace.gz", text);
+  const GzipTraceFile cut("cut.trace.gz", text, whole.size() / 2);
+  CHECK_THAT(read_error_of(cut.path()), Catch::Matchers::Contains("truncated compressed trace"));
+  // Only the 8-byte trailer (CRC and length) missing: every event decompresses, still refused.
+  const GzipTraceFile no_trailer("no_trailer.trace.gz", text, whole.size() - 8);
+  CHECK_THAT(read_error_of(no_trailer.path()), Catch::Matchers::Contains("truncated compressed trace"));
+}
+
+TEST_CASE("a line over the line limit is refused instead of held in memory", "[sim][trace][gzip][errors]") {
+  const GzipTraceFile comment("comment.trace.gz", "alloc a 1\n#" + std::string(kMaxTraceLineBytes + 1, 'x') + "\n");
+  const std::string error = read_error_of(comment.path());
+  CHECK_THAT(error, Catch::Matchers::Contains("comment.trace.gz:2:"));
+  CHECK_THAT(error, Catch::Matchers::Contains("a line longer than 1 MiB"));
 }

@@ -218,7 +218,7 @@ def generate_settings(cfg):
     return dict(prompt_len=int(job.get("prompt_len") or cfg.get("seq_len")), new_tokens=int(job.get("new_tokens", 32)),
                 sequences=int(job.get("num_return_sequences", 1)), beams=int(job.get("num_beams", 1)),
                 static=str(job.get("cache", "dynamic")) == "static", max_cache_len=job.get("max_cache_len"),
-                last_only=str(job.get("prefill_logits", "full")) == "last")
+                last_only=str(job.get("prefill_logits", "last")) == "last")
 
 
 def run_generate_job(cfg, hook, model, dims, batch, gen):

@@ -59,6 +59,7 @@ TEST_CASE("a static cache is allocated once and only input_ids grows over the de
 TEST_CASE("the prefill's logits cover every prompt position, or only the last with logits_to_keep",
           "[planner][generate]") {
   Scenario full = generate_scenario(KvCacheKind::Dynamic);
+  full.job.job.generate.prefill_full_logits = true;
   Scenario last = full;
   last.job.job.generate.prefill_full_logits = false;
   auto prefill_logits_bytes = [](const PlannedTrace& planned) {
@@ -72,4 +73,14 @@ TEST_CASE("the prefill's logits cover every prompt position, or only the last wi
   // [2, 16, 256] fp32 = 32 KiB; the last position: [2, 1, 256] = 2 KiB.
   CHECK(prefill_logits_bytes(plan_steps(full)) == 2 * 16 * 256 * 4);
   CHECK(prefill_logits_bytes(plan_steps(last)) == 2 * 1 * 256 * 4);
+}
+
+TEST_CASE("a generation beyond the work limit is refused naming job.new_tokens, before it is planned",
+          "[planner][generate][hostile]") {
+  Scenario s = generate_scenario(KvCacheKind::Dynamic);
+  s.job.job.generate.new_tokens = 1 << 20;
+  s.job.job.generate.max_cache_len = 0;
+  const std::string error = testing::error_of([&] { plan_steps(s); });
+  CHECK_THAT(error, Catch::Contains("job.new_tokens"));
+  CHECK_THAT(error, Catch::Contains("over the limit of 20000000"));
 }

@@ -23,6 +23,7 @@
 #include "planner/schedule_writer.h"
 #include "planner/timing/offload_cost.h"
 #include "planner/timing/step_time.h"
+#include "planner/trainable_check.h"
 #include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
@@ -159,6 +160,7 @@ void LoopPlanner::run() {
   CheckpointPlan checkpoints = plan_checkpointing(graph, order, s.checkpointing);
   out_->step_time = estimate_training_step_time(s, graph, order, checkpoints, out_->parallel);
 
+  check_something_trains(s, graph);  // refuses LoRA targets that match nothing, a job with nothing to train
   check_schedule_size(graph.ops.size(), graph.parameters.size(), s);  // refuses a schedule beyond reason
   writer_.reserve(static_cast<size_t>(estimated_schedule_events(graph.ops.size(), graph.parameters.size(), s, s.iterations)));
   // model.to(device): every parameter, then every buffer, its own allocation.

@@ -90,3 +90,54 @@ if(OOMCAST_PYTHON3)
                    --oomcast $<TARGET_FILE:oomcast> --source ${PROJECT_SOURCE_DIR})
   set_tests_properties(documented_commands PROPERTIES TIMEOUT 1200)
 endif()
+
+# [hostile] issue 33: no lost file, no silent wrong answer.
+# Every output flag refuses an input of the same command and a path another output takes. The
+# inputs are copies in the build tree, so a regression cannot destroy a file of the source tree.
+function(oomcast_cli_copy_test name copy_from copy_to expect_code expect_regex)
+  add_test(NAME cli_hostile_${name}
+           COMMAND ${CMAKE_COMMAND} -DOOMCAST=$<TARGET_FILE:oomcast> -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+                   "-DARGS=${ARGN}" -DEXPECT_CODE=${expect_code} "-DEXPECT_REGEX=${expect_regex}"
+                   -DCOPY_FROM=${copy_from} -DCOPY_TO=${copy_to}
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_cli_case.cmake)
+endfunction()
+set(copies ${PROJECT_BINARY_DIR}/hostile_copies)
+oomcast_cli_copy_test(replay_html_over_its_snapshot tests/data/hfblog_linear_10k_50k_grad.pickle.gz
+                      ${copies}/snap.pickle.gz 2 "--html .*snap.pickle.gz would overwrite the input file"
+                      replay ${copies}/snap.pickle.gz --html ${copies}/snap.pickle.gz)
+oomcast_cli_copy_test(replay_html_over_its_trace tests/data/cli/oom.trace ${copies}/x.trace 2
+                      "--html .*x.trace would overwrite the input file" replay ${copies}/x.trace --html ${copies}/x.trace)
+oomcast_cli_copy_test(whatif_html_over_its_scenario scenarios/gpt2-tiny-cpu.yaml ${copies}/s.yaml 2
+                      "--html .*s.yaml would overwrite the input file" whatif ${copies}/s.yaml --html ${copies}/s.yaml)
+oomcast_cli_copy_test(export_graph_over_its_scenario scenarios/gpt2-tiny-cpu.yaml ${copies}/e.yaml 2
+                      "-o .*e.yaml would overwrite the input file" export-graph ${copies}/e.yaml -o ${copies}/e.yaml)
+oomcast_cli_test(hostile_two_outputs_to_one_path 2 "--export-snapshot .*same.out is also the path of --html"
+                 plan scenarios/gpt2-tiny-cpu.yaml --html ${copies}/same.out --export-snapshot ${copies}/same.out)
+# A report that cannot be written is not a success.
+add_test(NAME cli_hostile_stdout_to_a_full_disk
+         COMMAND ${CMAKE_COMMAND} -DOOMCAST=$<TARGET_FILE:oomcast> -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+                 "-DARGS=plan;scenarios/gpt2-tiny-cpu.yaml;--json" -DEXPECT_CODE=2
+                 "-DEXPECT_REGEX=writing the output failed" -DSTDOUT_FILE=/dev/full
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_cli_case.cmake)
+# Numbers that compare false everywhere are refused, not answered.
+oomcast_cli_test(hostile_search_margin_nan 2 "--margin must be a number" search ${small} --margin nan)
+oomcast_cli_test(hostile_replay_memory_fraction_nan 2 "--memory-fraction must be above 0"
+                 replay tests/data/cli/oom.trace --device-memory 100MiB --memory-fraction nan)
+oomcast_cli_test(hostile_replay_memory_fraction_zero 2 "--memory-fraction must be above 0"
+                 replay tests/data/cli/oom.trace --device-memory 100MiB --memory-fraction 0)
+# A parameter the job does not read is refused; the generate job's own lengths can be searched.
+oomcast_cli_test(hostile_search_seq_len_of_a_generate_job 2 "has no effect on a generate job.*job.prompt_len"
+                 search scenarios/llama-2-7b-generate-4k-a100-40gb.yaml --param seq_len)
+oomcast_cli_test(hostile_search_a_length_distribution_from_dev_zero 2 "holds more than 64 MiB"
+                 search ${small} --param seq_len --seq-len-distribution /dev/zero)
+# Polish: a release newer than any modelled one, zero threads.
+oomcast_cli_test(hostile_torch_version_from_the_future 2 "'allocator.torch_version' 99.0 is newer than the newest release"
+                 plan ${small} --set allocator.torch_version=99.0)
+oomcast_cli_test(hostile_replay_torch_version_from_the_future 2 "--torch-version: '2.99' is newer"
+                 replay tests/data/cli/oom.trace --torch-version 2.99)
+oomcast_cli_test(hostile_sweep_zero_jobs 2 "--jobs" sweep ${small} --grid "batch_size=1,2" --jobs 0)
+oomcast_cli_test(paged_adamw_8bit_plans_as_adamw8bit 0 "adamw8bit" plan ${small} --set optimizer=paged_adamw_8bit)
+# A refusal (here a tensor beyond any device) ends a search as a limit, never as "does not fit".
+oomcast_cli_test(hostile_search_reports_a_refusal_as_a_limit 0
+                 "largest batch_size that fits: [0-9]+.*the search stopped at a limit, not at out of memory: batch_size [0-9]+ is refused \\(.*2\\^44 elements"
+                 search scenarios/gpt2-tiny-cpu.yaml --param batch_size --max 16777216)
