@@ -2,9 +2,34 @@
 #include "sim/free_block_bin.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <iterator>
+#include <new>
 
 namespace oomcast::sim {
+
+void* FreeBlockNodes::do_allocate(size_t bytes, size_t alignment) {
+  if (bytes > kNodeBytes || alignment > alignof(std::max_align_t)) [[unlikely]]
+    return ::operator new(bytes, std::align_val_t{alignment});
+  if (free_) {
+    FreeNode* node = free_;
+    free_ = node->next;
+    return node;
+  }
+  if (used_in_last_chunk_ == kChunkNodes) {
+    chunks_.push_back(std::make_unique<std::byte[]>(kChunkNodes * kNodeBytes));
+    used_in_last_chunk_ = 0;
+  }
+  return chunks_.back().get() + kNodeBytes * used_in_last_chunk_++;
+}
+
+void FreeBlockNodes::do_deallocate(void* node, size_t bytes, size_t alignment) {
+  if (bytes > kNodeBytes || alignment > alignof(std::max_align_t)) [[unlikely]] {
+    ::operator delete(node, std::align_val_t{alignment});
+    return;
+  }
+  free_ = new (node) FreeNode{free_};
+}
 
 void FreeBlockBin::insert_into_tree(const Entry& entry, std::pmr::memory_resource* nodes) {
   if (!tree_) {

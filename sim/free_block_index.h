@@ -74,7 +74,7 @@ class FreeBlockIndex {
   Block* first_of_stream_at_or_after(size_t rank) const;
   Block* last_of_stream_before(size_t rank) const;
 
-  std::pmr::unsynchronized_pool_resource tree_nodes_;  // the long bins' tree nodes (outlives streams_)
+  FreeBlockNodes tree_nodes_;  // the long bins' tree nodes (outlives streams_)
   std::vector<std::unique_ptr<StreamBins>> streams_;  // ascending stream id
   mutable StreamBins* last_used_ = nullptr;
   size_t count_ = 0;

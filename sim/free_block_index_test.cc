@@ -117,7 +117,7 @@ TEST_CASE("size classes grow with the size", "[sim][pool]") {
 }
 
 TEST_CASE("a bin is a tree while it is long and an array again once it is short", "[sim][pool]") {
-  std::pmr::unsynchronized_pool_resource nodes;
+  FreeBlockNodes nodes;
   std::deque<Block> storage;
   FreeBlockBin bin;
   for (size_t i = 0; i <= FreeBlockBin::kTreeAbove; ++i) {
