@@ -3,6 +3,10 @@
 #include "sim/snapshot.h"
 
 #include <algorithm>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <unordered_map>
 
 #include "base/input_error.h"
 #include "sim/gzip_file.h"
@@ -270,6 +274,49 @@ void parse_allocator_settings(const Document& doc, const Value& value, Snapshot&
   }
 }
 
+// A frame as it lies in the pickle: views into the input, hashed without building a string.
+struct FrameKey {
+  std::string_view filename;
+  std::string_view name;
+  int64_t line = 0;
+  bool operator==(const FrameKey&) const = default;
+};
+
+struct FrameKeyHash {
+  size_t operator()(const FrameKey& key) const {
+    const std::hash<std::string_view> hash;
+    size_t h = hash(key.filename);
+    h = h * 1000003u ^ hash(key.name);
+    return h * 1000003u ^ std::hash<int64_t>{}(key.line);
+  }
+};
+
+// Interns the frames of `entries` (one device's trace): strings are built once per distinct
+// frame. Entries, frame lists and frames of an unexpected shape contribute nothing.
+SnapshotFrames intern_frames(const Document& doc, std::span<const Value> entries) {
+  SnapshotFrames out;
+  out.entry_frames.resize(entries.size());
+  std::unordered_map<FrameKey, uint32_t, FrameKeyHash> ids;
+  for (size_t e = 0; e < entries.size(); ++e) {
+    if (!entries[e].is_dict()) continue;
+    const Value* frames = doc.find(entries[e], "frames");
+    if (!frames || !frames->is_sequence()) continue;
+    std::span<const Value> list = doc.items(*frames);
+    out.entry_frames[e].reserve(list.size());
+    for (const Value& frame : list) {
+      if (!frame.is_dict()) continue;
+      FrameKey key;
+      if (const Value* v = doc.find(frame, "name"); v && v->is_string()) key.name = doc.text(*v);
+      if (const Value* v = doc.find(frame, "filename"); v && v->is_string()) key.filename = doc.text(*v);
+      if (const Value* v = doc.find(frame, "line"); v && v->is_int()) key.line = v->int_value();
+      auto [at, inserted] = ids.try_emplace(key, static_cast<uint32_t>(out.frames.size()));
+      if (inserted) out.frames.push_back(SnapshotFrame{std::string(key.name), std::string(key.filename), key.line});
+      out.entry_frames[e].push_back(at->second);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool looks_like_snapshot_path(const std::string& path) {
@@ -279,9 +326,11 @@ bool looks_like_snapshot_path(const std::string& path) {
   return false;
 }
 
-Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t size) {
+Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t size,
+                        const SnapshotReadOptions& read_options) {
   pickle::ParseOptions options;
-  options.skip_value_of_key = "frames";  // stack traces: most of the bytes, none of the use
+  // Stack traces: most of the bytes, and of no use unless the caller attributes call sites.
+  if (read_options.frames_of_device < 0) options.skip_value_of_key = "frames";
   const Document doc = pickle::parse_pickle(name, data, size, options);
   const Value& root = doc.root();
   if (!root.is_dict()) {
@@ -312,6 +361,7 @@ Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t siz
       for (size_t i = 0; i < entries.size(); ++i) {
         out.push_back(parse_trace_entry(doc, entries[i], d, i));
       }
+      if (static_cast<int64_t>(d) == read_options.frames_of_device) snapshot.frames = intern_frames(doc, entries);
     }
   }
   if (const Value* settings = doc.find(root, "allocator_settings")) {
@@ -320,15 +370,15 @@ Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t siz
   return snapshot;
 }
 
-Snapshot read_snapshot(const std::string& path) {
+Snapshot read_snapshot(const std::string& path, const SnapshotReadOptions& options) {
   FileBytes file = read_file_bytes(path);
   if (!has_gzip_magic(file.data(), file.size())) {
-    return parse_snapshot(path, file.data(), file.size());
+    return parse_snapshot(path, file.data(), file.size(), options);
   }
   const ByteVector bytes = gunzip(path, file.data(), file.size());
   file = FileBytes();  // the compressed copy is no longer needed
   try {
-    return parse_snapshot(path, bytes.data(), bytes.size());
+    return parse_snapshot(path, bytes.data(), bytes.size(), options);
   } catch (const InputError& error) {
     // Offsets count bytes of the pickle, which the user only sees after gunzip.
     throw InputError(error.where(), error.key(), error.message() + " of the decompressed data");
