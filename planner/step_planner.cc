@@ -22,6 +22,7 @@
 #include "planner/schedule_size.h"
 #include "planner/schedule_writer.h"
 #include "planner/trainable_policy.h"
+#include "sim/work_counters.h"
 
 namespace oomcast::planner {
 
@@ -285,6 +286,7 @@ LayerGraph build_training_graph(const Scenario& scenario) {
 }
 
 PlannedTrace plan_steps(const Scenario& scenario) {
+  sim::count_plan();
   if (scenario.job.job.kind == JobKind::Generate) return plan_generate_job(scenario);
   if (scenario.job.job.kind != JobKind::Train) return plan_forward_job(scenario);
   PlannedTrace out;
