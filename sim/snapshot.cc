@@ -291,11 +291,28 @@ struct FrameKeyHash {
   }
 };
 
+// The same frame as the pickle's own memo shares it: the byte offsets of its strings (a
+// string the pickler memoised is fetched with the offset of its first copy), so a repeated
+// frame is found by three integers, without hashing or comparing its text again.
+struct FramePosition {
+  uint64_t filename = 0;
+  uint64_t name = 0;
+  int64_t line = 0;
+  bool operator==(const FramePosition&) const = default;
+};
+
+struct FramePositionHash {
+  size_t operator()(const FramePosition& at) const {
+    return (at.filename * 0x9e3779b97f4a7c15ull) ^ (at.name * 0xc2b2ae3d27d4eb4full) ^ static_cast<uint64_t>(at.line);
+  }
+};
+
 // Interns the frames of `entries` (one device's trace): strings are built once per distinct
 // frame. Entries, frame lists and frames of an unexpected shape contribute nothing.
 SnapshotFrames intern_frames(const Document& doc, std::span<const Value> entries) {
   SnapshotFrames out;
   out.entry_frames.resize(entries.size());
+  std::unordered_map<FramePosition, uint32_t, FramePositionHash> ids_by_position;
   std::unordered_map<FrameKey, uint32_t, FrameKeyHash> ids;
   for (size_t e = 0; e < entries.size(); ++e) {
     if (!entries[e].is_dict()) continue;
@@ -305,13 +322,23 @@ SnapshotFrames intern_frames(const Document& doc, std::span<const Value> entries
     out.entry_frames[e].reserve(list.size());
     for (const Value& frame : list) {
       if (!frame.is_dict()) continue;
-      FrameKey key;
-      if (const Value* v = doc.find(frame, "name"); v && v->is_string()) key.name = doc.text(*v);
-      if (const Value* v = doc.find(frame, "filename"); v && v->is_string()) key.filename = doc.text(*v);
-      if (const Value* v = doc.find(frame, "line"); v && v->is_int()) key.line = v->int_value();
-      auto [at, inserted] = ids.try_emplace(key, static_cast<uint32_t>(out.frames.size()));
-      if (inserted) out.frames.push_back(SnapshotFrame{std::string(key.name), std::string(key.filename), key.line});
-      out.entry_frames[e].push_back(at->second);
+      const Value* name = doc.find(frame, "name");
+      const Value* filename = doc.find(frame, "filename");
+      const Value* line = doc.find(frame, "line");
+      if (name && !name->is_string()) name = nullptr;
+      if (filename && !filename->is_string()) filename = nullptr;
+      const int64_t line_number = line && line->is_int() ? line->int_value() : 0;
+      // Offset 0 is the protocol opcode, never a string: it stands for a missing one.
+      const FramePosition position{filename ? filename->offset() : 0, name ? name->offset() : 0, line_number};
+      auto [known, new_position] = ids_by_position.try_emplace(position, 0);
+      if (new_position) {
+        const FrameKey key{filename ? doc.text(*filename) : std::string_view(), name ? doc.text(*name) : std::string_view(),
+                           line_number};
+        auto [at, inserted] = ids.try_emplace(key, static_cast<uint32_t>(out.frames.size()));
+        if (inserted) out.frames.push_back(SnapshotFrame{std::string(key.name), std::string(key.filename), key.line});
+        known->second = at->second;
+      }
+      out.entry_frames[e].push_back(known->second);
     }
   }
   return out;
