@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "advisor/snapshot_diff.h"
 #include "base/input_error.h"
@@ -23,10 +24,10 @@ struct DiffFlags {
 planner::SnapshotAnalysis analyze(const std::string& path, int device_index) {
   if (!sim::looks_like_snapshot_path(path))
     throw InputError({path, 0, 0, -1}, "diff", "diff compares snapshot pickles (.pickle or .pickle.gz)");
-  sim::Snapshot snapshot = sim::read_snapshot(path);
+  sim::Snapshot snapshot = sim::read_snapshot(path, {device_index});  // frames in the same pass
   sim::AllocatorConfig config = sim::snapshot_allocator_config(snapshot);
   sim::SnapshotReplayReport report = sim::replay_snapshot(snapshot, config, path, device_index);
-  planner::SnapshotFrameTable frames = planner::read_snapshot_frames(path, device_index);
+  planner::SnapshotFrameTable frames = planner::frame_table_of(std::move(snapshot.frames));
   return planner::analyze_snapshot(path, snapshot, config, device_index, report, frames);
 }
 

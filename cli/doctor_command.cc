@@ -10,6 +10,7 @@
 #include "base/input_error.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "cli/output_files.h"
 #include "sim/snapshot.h"
 
 namespace oomcast::cli {
@@ -41,8 +42,10 @@ int run_doctor(const DoctorFlags& flags) {
   } else if (!flags.context_memory.empty()) {
     throw InputError({}, "--context-memory", "--context-memory needs --device-memory (outside of what total?)");
   }
-  sim::Snapshot snapshot = sim::read_snapshot(flags.file);
-  planner::SnapshotFrameTable frames = planner::read_snapshot_frames(flags.file, flags.device_index);
+  refuse_clobbering_outputs({{"--html", flags.html}}, {flags.file});
+  // One pass over the file: the frames for the call sites come with the trace.
+  sim::Snapshot snapshot = sim::read_snapshot(flags.file, {flags.device_index});
+  planner::SnapshotFrameTable frames = planner::frame_table_of(std::move(snapshot.frames));
   planner::DoctorReport report = planner::diagnose_snapshot(flags.file, snapshot, frames, options);
   if (!flags.html.empty()) planner::write_html_report(planner::doctor_html_report(report, snapshot, frames), flags.html);
   std::string out = flags.json ? planner::doctor_json(report).dump(2) + "\n" : planner::render_doctor_text(report);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 #include <nlohmann/json.hpp>
 
@@ -176,7 +177,8 @@ int run_replay(const ReplayFlags& flags) {
   base.torch_version = parse_torch_version(flags.torch_version);
   const sim::DeviceModel device = device_from_flags(flags);
   if (sim::looks_like_snapshot_path(flags.file)) {
-    sim::Snapshot snapshot = sim::read_snapshot(flags.file);
+    // One pass over the file: the frames for the call-site analysis come with the trace.
+    sim::Snapshot snapshot = sim::read_snapshot(flags.file, {flags.device_index});
     check_device_index(snapshot, flags);
     sim::AllocatorConfig config = flags.alloc_conf_given ? sim::parse_alloc_conf(flags.alloc_conf, base)
                                                          : sim::snapshot_allocator_config(snapshot);
@@ -195,7 +197,7 @@ int run_replay(const ReplayFlags& flags) {
     // job would have died before the window began.
     const bool starts_over = bounded && report.initial_reserved_bytes > usable_bytes(device);
     bool reproduced = !report.first_mismatch;
-    planner::SnapshotFrameTable frames = planner::read_snapshot_frames(flags.file, flags.device_index);
+    planner::SnapshotFrameTable frames = planner::frame_table_of(std::move(snapshot.frames));
     // The call-site tables describe the recorded run: on a smaller device the simulated run
     // skips what failed, so its peak is not the one the recorded live bytes add up to.
     std::optional<sim::SnapshotReplayReport> recorded_run;

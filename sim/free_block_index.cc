@@ -69,25 +69,7 @@ void FreeBlockIndex::insert(Block* block) {
     last_used_ = bins;
   }
   uint32_t bin = bin_of(block->size);
-  std::vector<Entry>& entries = bins->bins[bin];
-  const Entry entry{block->size, block->address, block};
-  // Most bins hold a few blocks and most inserts land near the end: an insertion-sort step
-  // from the back, which moves each entry it passes as it compares; a long way in, a binary
-  // search and one move.
-  entries.push_back(entry);
-  Entry* first = entries.data();
-  Entry* at = first + entries.size() - 1;
-  Entry* stop = at - std::min<std::ptrdiff_t>(at - first, static_cast<std::ptrdiff_t>(kLinearScan));
-  while (at != stop && entry_less(entry, *(at - 1))) {
-    *at = *(at - 1);
-    --at;
-  }
-  if (at == stop && at != first && entry_less(entry, *(at - 1))) {
-    Entry* found = std::upper_bound(first, at, entry, entry_less);
-    std::move_backward(found, at, at + 1);
-    at = found;
-  }
-  *at = entry;
+  bins->bins[bin].insert(FreeBlockBin::Entry{block->size, block->address, block}, &tree_nodes_);
   bins->bin_bits[bin / kSubBins] = static_cast<uint16_t>(bins->bin_bits[bin / kSubBins] | (1u << (bin % kSubBins)));
   bins->level_bits |= 1ull << (bin / kSubBins);
   bins->count += 1;
@@ -97,17 +79,8 @@ void FreeBlockIndex::insert(Block* block) {
 void FreeBlockIndex::erase(const Block* block) {
   StreamBins* bins = find_stream(block->stream);
   uint32_t bin = bin_of(block->size);
-  std::vector<Entry>& entries = bins->bins[bin];
-  Entry* first = entries.data();
-  Entry* last = first + entries.size();
-  Entry* at = first;
-  if (entries.size() <= kLinearScan) {
-    while (at->block != block) ++at;
-  } else {
-    at = std::lower_bound(first, last, Entry{block->size, block->address, nullptr}, entry_less);
-  }
-  for (Entry* next = at + 1; next != last; ++next) *(next - 1) = *next;
-  entries.pop_back();
+  FreeBlockBin& entries = bins->bins[bin];
+  entries.erase(block->size, block->address, block);
   if (entries.empty()) {
     uint32_t level = bin / kSubBins;
     bins->bin_bits[level] = static_cast<uint16_t>(bins->bin_bits[level] & ~(1u << (bin % kSubBins)));
@@ -121,16 +94,9 @@ Block* FreeBlockIndex::lower_bound(uint64_t stream, uint64_t size) const {
   const StreamBins* bins = find_stream(stream);
   if (!bins || bins->count == 0) return nullptr;
   uint32_t bin = bin_of(size);
-  const std::vector<Entry>& entries = bins->bins[bin];
-  if (!entries.empty() && entries.back().size >= size) {
-    if (entries.size() <= kLinearScan) {
-      for (const Entry& entry : entries)
-        if (entry.size >= size) return entry.block;
-    }
-    return std::partition_point(entries.begin(), entries.end(), [size](const Entry& e) { return e.size < size; })->block;
-  }
+  if (Block* found = bins->bins[bin].first_at_least(size)) return found;
   uint32_t next = next_bin(*bins, bin);
-  return next == kNone ? nullptr : bins->bins[next].front().block;
+  return next == kNone ? nullptr : bins->bins[next].front();
 }
 
 Block* FreeBlockIndex::first_of_stream_at_or_after(size_t rank) const {
@@ -138,7 +104,7 @@ Block* FreeBlockIndex::first_of_stream_at_or_after(size_t rank) const {
     const StreamBins& bins = *streams_[rank];
     if (bins.count == 0) continue;
     uint32_t first = bins.bin_bits[0] & 1u ? 0 : next_bin(bins, 0);
-    return bins.bins[first].front().block;
+    return bins.bins[first].front();
   }
   return nullptr;
 }
@@ -149,7 +115,7 @@ Block* FreeBlockIndex::last_of_stream_before(size_t rank) const {
     if (bins.count == 0) continue;
     auto level = static_cast<uint32_t>(63 - std::countl_zero(bins.level_bits));
     uint32_t last = level * kSubBins + static_cast<uint32_t>(31 - std::countl_zero(static_cast<uint32_t>(bins.bin_bits[level])));
-    return bins.bins[last].back().block;
+    return bins.bins[last].back();
   }
   return nullptr;
 }
@@ -159,38 +125,28 @@ Block* FreeBlockIndex::last_before(uint64_t stream, uint64_t size) const {
   if (rank < streams_.size() && streams_[rank]->stream == stream) {
     const StreamBins& bins = *streams_[rank];
     uint32_t bin = bin_of(size);
-    const std::vector<Entry>& entries = bins.bins[bin];
-    auto at = std::find_if(entries.begin(), entries.end(), [size](const Entry& e) { return e.size >= size; });
-    if (at != entries.begin()) return (at - 1)->block;
+    if (Block* found = bins.bins[bin].last_below(size)) return found;
     uint32_t previous = prev_bin(bins, bin);
-    if (previous != kNone) return bins.bins[previous].back().block;
+    if (previous != kNone) return bins.bins[previous].back();
   }
   return last_of_stream_before(rank);
 }
 
-FreeBlockIndex::Position FreeBlockIndex::locate(const Block* block) const {
+Block* FreeBlockIndex::next(const Block* block) const {
   const StreamBins* bins = find_stream(block->stream);
   uint32_t bin = bin_of(block->size);
-  const std::vector<Entry>& entries = bins->bins[bin];
-  auto at = std::lower_bound(entries.begin(), entries.end(), Entry{block->size, block->address, nullptr}, entry_less);
-  return Position{bins, bin, static_cast<size_t>(at - entries.begin())};
-}
-
-Block* FreeBlockIndex::next(const Block* block) const {
-  Position at = locate(block);
-  const std::vector<Entry>& entries = at.stream->bins[at.bin];
-  if (at.index + 1 < entries.size()) return entries[at.index + 1].block;
-  uint32_t next = next_bin(*at.stream, at.bin);
-  if (next != kNone) return at.stream->bins[next].front().block;
+  if (Block* found = bins->bins[bin].after(block->size, block->address)) return found;
+  uint32_t next = next_bin(*bins, bin);
+  if (next != kNone) return bins->bins[next].front();
   return first_of_stream_at_or_after(stream_rank(block->stream) + 1);
 }
 
 Block* FreeBlockIndex::prev(const Block* block) const {
-  Position at = locate(block);
-  const std::vector<Entry>& entries = at.stream->bins[at.bin];
-  if (at.index > 0) return entries[at.index - 1].block;
-  uint32_t previous = prev_bin(*at.stream, at.bin);
-  if (previous != kNone) return at.stream->bins[previous].back().block;
+  const StreamBins* bins = find_stream(block->stream);
+  uint32_t bin = bin_of(block->size);
+  if (Block* found = bins->bins[bin].before(block->size, block->address)) return found;
+  uint32_t previous = prev_bin(*bins, bin);
+  if (previous != kNone) return bins->bins[previous].back();
   return last_of_stream_before(stream_rank(block->stream));
 }
 
@@ -200,7 +156,7 @@ std::vector<Block*> FreeBlockIndex::in_order() const {
   for (const auto& bins : streams_) {
     if (bins->count == 0) continue;
     for (uint32_t bin = bins->bin_bits[0] & 1u ? 0 : next_bin(*bins, 0); bin != kNone; bin = next_bin(*bins, bin))
-      for (const Entry& entry : bins->bins[bin]) blocks.push_back(entry.block);
+      bins->bins[bin].for_each([&blocks](Block* block) { blocks.push_back(block); });
   }
   return blocks;
 }

@@ -1,17 +1,21 @@
 // FreeBlockIndex: a pool's free blocks in PyTorch's best-fit order (stream, then size, then
 // address: BlockComparatorSize), built for the replay hot path. Per stream, blocks sit in
 // size-class bins (16 classes per power of two, as in TLSF allocators) with a two-level
-// bitmap of the non-empty bins; inside a bin they are a sorted array of (size, address).
-// A best-fit lookup is a bin index, at most two bit scans and a binary search in a short
-// array, instead of a descent of a red-black tree; the order seen by every walk (next,
-// prev, for_each) is exactly the ordered set's.
+// bitmap of the non-empty bins; inside a bin they are in (size, address) order, a sorted
+// array while the bin is short and a balanced tree once it is long (FreeBlockBin), so many
+// free blocks of one size cost O(log n) per operation, not a shift of the whole bin.
+// A best-fit lookup is a bin index, at most two bit scans and a search inside one bin; the
+// order seen by every walk (next, prev, for_each) is exactly the ordered set's.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 #include <vector>
+
+#include "sim/free_block_bin.h"
 
 namespace oomcast::sim {
 
@@ -45,16 +49,6 @@ class FreeBlockIndex {
   static uint32_t bin_of(uint64_t size);
 
  private:
-  struct Entry {
-    uint64_t size;
-    uint64_t address;
-    Block* block;
-  };
-  static bool entry_less(const Entry& a, const Entry& b) {
-    return a.size != b.size ? a.size < b.size : a.address < b.address;
-  }
-  // Bins up to this long are searched linearly (a few cache lines, no mispredicted halving).
-  static constexpr size_t kLinearScan = 8;
   static constexpr uint32_t kSubBins = 16;
   static constexpr uint32_t kLevels = 56;
   static constexpr uint32_t kBins = kLevels * kSubBins;
@@ -62,13 +56,8 @@ class FreeBlockIndex {
     uint64_t stream = 0;
     uint64_t level_bits = 0;                   // bit l: some bin of level l is non-empty
     std::array<uint16_t, kLevels> bin_bits{};  // bit s of level l: bin l*16+s is non-empty
-    std::array<std::vector<Entry>, kBins> bins;
+    std::array<FreeBlockBin, kBins> bins;
     size_t count = 0;
-  };
-  struct Position {
-    const StreamBins* stream = nullptr;
-    uint32_t bin = 0;
-    size_t index = 0;
   };
 
   // Almost every call names the stream of the call before (one stream, or one at a time).
@@ -84,8 +73,8 @@ class FreeBlockIndex {
   static uint32_t prev_bin(const StreamBins& bins, uint32_t bin);
   Block* first_of_stream_at_or_after(size_t rank) const;
   Block* last_of_stream_before(size_t rank) const;
-  Position locate(const Block* block) const;
 
+  FreeBlockNodes tree_nodes_;  // the long bins' tree nodes (outlives streams_)
   std::vector<std::unique_ptr<StreamBins>> streams_;  // ascending stream id
   mutable StreamBins* last_used_ = nullptr;
   size_t count_ = 0;

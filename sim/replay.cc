@@ -7,6 +7,7 @@
 #include "base/input_error.h"
 #include "base/progress.h"
 #include "sim/caching_allocator.h"
+#include "sim/work_counters.h"
 
 namespace oomcast::sim {
 namespace {
@@ -368,6 +369,7 @@ finished:
   result.segment_allocs = static_cast<size_t>(stats.num_device_alloc - device_allocs_before);
   result.segment_frees = static_cast<size_t>(stats.num_device_free - device_frees_before);
   result.final_stats = stats;
+  count_replay(result.events_replayed);
   return result;
 }
 

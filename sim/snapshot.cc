@@ -3,6 +3,10 @@
 #include "sim/snapshot.h"
 
 #include <algorithm>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <unordered_map>
 
 #include "base/input_error.h"
 #include "sim/gzip_file.h"
@@ -270,6 +274,76 @@ void parse_allocator_settings(const Document& doc, const Value& value, Snapshot&
   }
 }
 
+// A frame as it lies in the pickle: views into the input, hashed without building a string.
+struct FrameKey {
+  std::string_view filename;
+  std::string_view name;
+  int64_t line = 0;
+  bool operator==(const FrameKey&) const = default;
+};
+
+struct FrameKeyHash {
+  size_t operator()(const FrameKey& key) const {
+    const std::hash<std::string_view> hash;
+    size_t h = hash(key.filename);
+    h = h * 1000003u ^ hash(key.name);
+    return h * 1000003u ^ std::hash<int64_t>{}(key.line);
+  }
+};
+
+// The same frame as the pickle's own memo shares it: the byte offsets of its strings (a
+// string the pickler memoised is fetched with the offset of its first copy), so a repeated
+// frame is found by three integers, without hashing or comparing its text again.
+struct FramePosition {
+  uint64_t filename = 0;
+  uint64_t name = 0;
+  int64_t line = 0;
+  bool operator==(const FramePosition&) const = default;
+};
+
+struct FramePositionHash {
+  size_t operator()(const FramePosition& at) const {
+    return (at.filename * 0x9e3779b97f4a7c15ull) ^ (at.name * 0xc2b2ae3d27d4eb4full) ^ static_cast<uint64_t>(at.line);
+  }
+};
+
+// Interns the frames of `entries` (one device's trace): strings are built once per distinct
+// frame. Entries, frame lists and frames of an unexpected shape contribute nothing.
+SnapshotFrames intern_frames(const Document& doc, std::span<const Value> entries) {
+  SnapshotFrames out;
+  out.entry_frames.resize(entries.size());
+  std::unordered_map<FramePosition, uint32_t, FramePositionHash> ids_by_position;
+  std::unordered_map<FrameKey, uint32_t, FrameKeyHash> ids;
+  for (size_t e = 0; e < entries.size(); ++e) {
+    if (!entries[e].is_dict()) continue;
+    const Value* frames = doc.find(entries[e], "frames");
+    if (!frames || !frames->is_sequence()) continue;
+    std::span<const Value> list = doc.items(*frames);
+    out.entry_frames[e].reserve(list.size());
+    for (const Value& frame : list) {
+      if (!frame.is_dict()) continue;
+      const Value* name = doc.find(frame, "name");
+      const Value* filename = doc.find(frame, "filename");
+      const Value* line = doc.find(frame, "line");
+      if (name && !name->is_string()) name = nullptr;
+      if (filename && !filename->is_string()) filename = nullptr;
+      const int64_t line_number = line && line->is_int() ? line->int_value() : 0;
+      // Offset 0 is the protocol opcode, never a string: it stands for a missing one.
+      const FramePosition position{filename ? filename->offset() : 0, name ? name->offset() : 0, line_number};
+      auto [known, new_position] = ids_by_position.try_emplace(position, 0);
+      if (new_position) {
+        const FrameKey key{filename ? doc.text(*filename) : std::string_view(), name ? doc.text(*name) : std::string_view(),
+                           line_number};
+        auto [at, inserted] = ids.try_emplace(key, static_cast<uint32_t>(out.frames.size()));
+        if (inserted) out.frames.push_back(SnapshotFrame{std::string(key.name), std::string(key.filename), key.line});
+        known->second = at->second;
+      }
+      out.entry_frames[e].push_back(known->second);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool looks_like_snapshot_path(const std::string& path) {
@@ -279,9 +353,11 @@ bool looks_like_snapshot_path(const std::string& path) {
   return false;
 }
 
-Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t size) {
+Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t size,
+                        const SnapshotReadOptions& read_options) {
   pickle::ParseOptions options;
-  options.skip_value_of_key = "frames";  // stack traces: most of the bytes, none of the use
+  // Stack traces: most of the bytes, and of no use unless the caller attributes call sites.
+  if (read_options.frames_of_device < 0) options.skip_value_of_key = "frames";
   const Document doc = pickle::parse_pickle(name, data, size, options);
   const Value& root = doc.root();
   if (!root.is_dict()) {
@@ -312,6 +388,7 @@ Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t siz
       for (size_t i = 0; i < entries.size(); ++i) {
         out.push_back(parse_trace_entry(doc, entries[i], d, i));
       }
+      if (static_cast<int64_t>(d) == read_options.frames_of_device) snapshot.frames = intern_frames(doc, entries);
     }
   }
   if (const Value* settings = doc.find(root, "allocator_settings")) {
@@ -320,15 +397,15 @@ Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t siz
   return snapshot;
 }
 
-Snapshot read_snapshot(const std::string& path) {
+Snapshot read_snapshot(const std::string& path, const SnapshotReadOptions& options) {
   FileBytes file = read_file_bytes(path);
   if (!has_gzip_magic(file.data(), file.size())) {
-    return parse_snapshot(path, file.data(), file.size());
+    return parse_snapshot(path, file.data(), file.size(), options);
   }
   const ByteVector bytes = gunzip(path, file.data(), file.size());
   file = FileBytes();  // the compressed copy is no longer needed
   try {
-    return parse_snapshot(path, bytes.data(), bytes.size());
+    return parse_snapshot(path, bytes.data(), bytes.size(), options);
   } catch (const InputError& error) {
     // Offsets count bytes of the pickle, which the user only sees after gunzip.
     throw InputError(error.where(), error.key(), error.message() + " of the decompressed data");

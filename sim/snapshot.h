@@ -45,6 +45,27 @@ struct SnapshotTraceEntry {
   int64_t time_us = 0;       // 0 when the file has none
 };
 
+// One stack frame as snapshots carry them ({'name', 'filename', 'line'}). A reader keeps a
+// trace entry's frames only when asked (SnapshotReadOptions), since they are most of a
+// snapshot's bytes and none of the allocator's business; the exporter writes them.
+struct SnapshotFrame {
+  std::string name;      // function
+  std::string filename;  // "??" or a C++ file for native frames
+  int64_t line = 0;
+};
+
+// The frames of one device's trace entries, interned: each distinct frame is kept once.
+struct SnapshotFrames {
+  std::vector<SnapshotFrame> frames;                // distinct frames
+  std::vector<std::vector<uint32_t>> entry_frames;  // per trace entry: frame ids, innermost first
+};
+
+struct SnapshotReadOptions {
+  // Also keep the frames of this device's trace entries (in the same pass over the file);
+  // -1 skips every frame.
+  int frames_of_device = -1;
+};
+
 struct Snapshot {
   std::vector<SnapshotSegment> segments;                        // sorted by address
   std::vector<std::vector<SnapshotTraceEntry>> device_traces;   // one list per device
@@ -52,6 +73,7 @@ struct Snapshot {
   bool has_allocator_settings = false;
   bool expandable_segments = false;                             // allocator_settings["expandable_segments"]
   int64_t max_split_size = -1;                                  // allocator_settings["max_split_size"]
+  SnapshotFrames frames;  // only with SnapshotReadOptions::frames_of_device (empty if it has no traces)
 };
 
 // True when `path` ends in .pickle or .pickle.gz (or .pkl / .pkl.gz).
@@ -59,9 +81,10 @@ bool looks_like_snapshot_path(const std::string& path);
 
 // Reads a snapshot pickle, gzipped or not (decided by the gzip magic bytes, not the name).
 // Throws InputError naming the file and the byte offset for truncated or corrupt input.
-Snapshot read_snapshot(const std::string& path);
+Snapshot read_snapshot(const std::string& path, const SnapshotReadOptions& options = {});
 
 // Same, from bytes already in memory (already decompressed). `name` is used in errors.
-Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t size);
+Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t size,
+                        const SnapshotReadOptions& options = {});
 
 }  // namespace oomcast::sim

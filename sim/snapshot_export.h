@@ -13,15 +13,9 @@
 #include <vector>
 
 #include "sim/replay.h"
+#include "sim/snapshot.h"  // SnapshotFrame
 
 namespace oomcast::sim {
-
-// One stack frame as snapshots carry them ({'name', 'filename', 'line'}), innermost first.
-struct SnapshotFrame {
-  std::string name;
-  std::string filename;
-  int64_t line = 0;
-};
 
 // Fills `frames` (cleared by the caller) for the alloc event `event` of the trace.
 using SnapshotFramesOf = std::function<void(size_t event, std::vector<SnapshotFrame>& frames)>;

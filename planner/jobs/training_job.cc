@@ -25,6 +25,7 @@
 #include "planner/timing/step_time.h"
 #include "planner/trainable_check.h"
 #include "planner/trainable_policy.h"
+#include "sim/work_counters.h"
 
 namespace oomcast::planner {
 
@@ -292,6 +293,7 @@ LayerGraph build_training_graph(const Scenario& scenario) {
 }
 
 PlannedTrace plan_steps(const Scenario& scenario) {
+  sim::count_plan();
   if (scenario.job.job.kind == JobKind::Generate) return plan_generate_job(scenario);
   if (scenario.job.job.kind != JobKind::Train) return plan_forward_job(scenario);
   PlannedTrace out;

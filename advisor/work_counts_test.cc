@@ -1,0 +1,59 @@
+// Regression guards on how much simulation each answer costs, counted (sim::WorkCounters),
+// never timed: an accidental second plan or replay of the same point fails here, where a
+// timing would only drift in bench/.
+#include <catch2/catch.hpp>
+
+#include "advisor/closed_form_fit.h"
+#include "advisor/predict.h"
+#include "advisor/whatif.h"
+#include "planner/step_planner.h"
+#include "scenario/scenario_loader.h"
+#include "sim/work_counters.h"
+
+namespace oomcast::planner {
+namespace {
+
+const std::string kScenarios = std::string(OOMCAST_SOURCE_DIR) + "/scenarios/";
+
+TEST_CASE("predicting a short job plans it once and replays each of its events once") {
+  Scenario scenario = load_scenario(kScenarios + "gpt2-small-b8-amp-bf16.yaml");
+  const size_t events = plan_steps(scenario).trace.events.size();
+  const sim::WorkCounters before = sim::work_counters();
+  predict(scenario);
+  const sim::WorkCounters work = sim::work_counters().since(before);
+  CHECK(work.plans_built == 1);
+  CHECK(work.replays == 1);
+  CHECK(work.events_replayed == events);
+}
+
+TEST_CASE("the closed-form fit plans and replays each of its points once for either metric") {
+  Scenario scenario = load_scenario(kScenarios + "gpt2-small-b8-amp-bf16.yaml");
+  for (FitMetric metric : {FitMetric::PeakAllocated, FitMetric::PeakReserved}) {
+    const sim::WorkCounters before = sim::work_counters();
+    ClosedFormFit fit = fit_closed_form(scenario, metric, 2);
+    const sim::WorkCounters work = sim::work_counters().since(before);
+    INFO("metric " << fit.metric);
+    CHECK(work.plans_built == fit.samples.size());
+    CHECK(work.replays == fit.samples.size());
+  }
+}
+
+TEST_CASE("what-if's closed-form fit adds one plan and one replay per fit point") {
+  const ScenarioSource source = ScenarioSource::file(kScenarios + "gpt2-small-b8-amp-bf16.yaml");
+  DiagnoseOptions options;
+  options.jobs = 2;
+  options.with_fit = false;
+  sim::WorkCounters before = sim::work_counters();
+  diagnose(source, options);
+  const sim::WorkCounters without_fit = sim::work_counters().since(before);
+  options.with_fit = true;
+  before = sim::work_counters();
+  Diagnosis diagnosis = diagnose(source, options);
+  const sim::WorkCounters with_fit = sim::work_counters().since(before);
+  REQUIRE(diagnosis.fit);
+  CHECK(with_fit.plans_built - without_fit.plans_built == diagnosis.fit->samples.size());
+  CHECK(with_fit.replays - without_fit.replays == diagnosis.fit->samples.size());
+}
+
+}  // namespace
+}  // namespace oomcast::planner
