@@ -114,10 +114,12 @@ def model_file(path):
     if attention is not None and attention not in _ATTENTION:
         raise CaptureError(f"OOMCAST_HF_ATTENTION={attention}: expected one of {', '.join(_ATTENTION)}")
 
+    # A training step keeps no KV cache. Set before the first build: T5 copies the config into
+    # its decoder stack at construction, so setting it afterwards changes only later builds.
+    config.use_cache = False
+
     def model():
-        built = cls._from_config(config, attn_implementation=attention)
-        built.config.use_cache = False  # a training step: no KV cache (what Trainer sets too)
-        return built
+        return cls._from_config(config, attn_implementation=attention)
 
     text_config = getattr(config, "text_config", None) or config
     vocab = text_config.vocab_size
