@@ -139,10 +139,13 @@ def inexact_reason(b, call):
         return "query/key/value are not tensors"
     if o["attn_mask"] is not None:
         return "attn_mask given"
-    if o["enable_gqa"]:
-        return "enable_gqa"
     shapes = [b.t(t).shape for t in (call.q, call.k, call.v)]
-    if len(shapes[0]) != 4 or shapes[1] != shapes[0] or shapes[2] != shapes[0]:
+    if o["enable_gqa"]:
+        # grouped k and v: [batch, kv_heads, seq, head_dim] with kv_heads dividing q's heads
+        q, k, v = shapes
+        if len(q) != 4 or k != v or len(k) != 4 or (k[0], k[2], k[3]) != (q[0], q[2], q[3]) or q[1] % k[1]:
+            return "enable_gqa with k, v not [batch, kv_heads, seq, head_dim] of q's batch, seq and head_dim"
+    elif len(shapes[0]) != 4 or shapes[1] != shapes[0] or shapes[2] != shapes[0]:
         return "q, k, v are not all [batch, heads, seq, head_dim] of one shape"
     if o["scale"] is not None and abs(o["scale"] * shapes[0][3] ** 0.5 - 1.0) > 1e-6:
         return "a scale other than 1/sqrt(head_dim)"
@@ -178,6 +181,8 @@ def sdpa_statement(b, op, note):
     b.consumed.update(i for i in region | {merge.index, copy.index} if i != op.index)
     stmt = {"op": "attention", "q": b.name(call.q), "k": b.name(call.k), "v": b.name(call.v),
             "causal": call.options["is_causal"]}
+    if call.options["enable_gqa"]:
+        stmt["enable_gqa"] = True
     for n in "qkv":
         if call.mergeable.get(n):
             stmt[f"{n}_contiguous"] = True
