@@ -18,3 +18,11 @@ foreach(dir ${OOMCAST_HF_ARCHITECTURES})
                    --tolerance ${OOMCAST_VALIDATION_TOLERANCE})
   set_tests_properties(hf_capture.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS hf_capture)
 endforeach()
+# A config.json transformers cannot build (a model_type it lacks, as with a transformers too old
+# for the config; a class it lacks): one line, exit 2.
+foreach(case unknown_model_type unknown_class)
+  add_test(NAME hf_capture.bad.${case}
+           COMMAND sh ${PROJECT_SOURCE_DIR}/capture/tests/with_python.sh ${OOMCAST_CAPTURE_PYTHON}
+                   ${PROJECT_SOURCE_DIR}/capture/tests/check_hf_refusal.py ${case})
+  set_tests_properties(hf_capture.bad.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS hf_capture)
+endforeach()
