@@ -164,8 +164,17 @@ def sdpa_statement(b, op, note):
     reason = inexact_reason(b, call)
     ops = b.rec.ops
     region = set(range(call.start, call.end))
-    merge = _heads_merge(b, ops[call.end], call.out) if call.end < len(ops) else None
-    copy = ops[call.end + 1] if merge is not None and call.end + 1 < len(ops) else None
+    after, out = call.end, call.out
+    # transformers 5's sdpa_attention_forward reshapes the result to its own shape (undoing its
+    # pack_gqa, a no-op otherwise) before the transpose: a view that changes nothing is folded too
+    identity = ops[after] if after < len(ops) else None
+    if identity is not None and _short(identity) in ("view", "_unsafe_view", "reshape") \
+            and identity.inputs[:1] == [out] and identity.outputs \
+            and tuple(b.t(identity.outputs[0]).shape) == tuple(b.t(out).shape):
+        after, out = after + 1, identity.outputs[0]
+        region = region | {identity.index}
+    merge = _heads_merge(b, ops[after], out) if after < len(ops) else None
+    copy = ops[after + 1] if merge is not None and after + 1 < len(ops) else None
     if reason is None and (copy is None or _short(copy) != "clone" or copy.inputs[:1] != merge.outputs[:1]
                            or copy.args.get("memory_format") not in (None, "torch.contiguous_format")):
         reason = "its result is not made contiguous by transpose(1, 2)/permute(2, 0, 1, 3) then contiguous()"
