@@ -10,9 +10,12 @@ For validate/hf_architectures/NAME/ (a published config.json and its tiny.json v
      captured graph's plan of the same scenario have the same peak within 0.5%; where none
      does, `model: tiny.json` plans through oomcast's own capture (scenario/hf_capture.h) the
      same peak as the graph file;
-  4. plans a training step at a seq_len the capture did not run (training.yaml beside this
+  4. plans a training step (training.yaml, plus NAME/scenario.yaml's keys where there is one) at a seq_len the capture did not run (training.yaml beside this
      file's architectures) and compares it per phase with the same HF class's real training
      loop on the CPU (validate/capture.py, then `oomcast compare --tolerance`).
+A known gap is written in NAME/known_gap as lines `CHECK: why` (CHECK one of plan, family,
+cpu): that check's failure is printed as KNOWN GAP and does not fail the test, and its passing
+does (the gap is gone: remove the line), so the file always says what is wrong today.
 Exit 0 pass, 1 a check failed, 2 bad input or a tool failed, 77 (skip) without torch/transformers.
 """
 import argparse
@@ -40,11 +43,44 @@ def transformers_count(config):
         return hf_model.model_file(config).model().num_parameters()
 
 
+class PlanFailed(Exception):
+    pass
+
+
 def planned(oomcast, scenario, env=None):
     out = run([oomcast, "plan", scenario, "--json"], env=env)
     if out.returncode not in (0, 1):
-        raise SystemExit(f"FAIL: oomcast plan {scenario} exited {out.returncode}: {out.stderr.strip()}")
+        raise PlanFailed(f"oomcast plan {scenario} exited {out.returncode}: {out.stderr.strip()}")
     return json.loads(out.stdout)
+
+
+def known_gaps(arch):
+    path = os.path.join(arch, "known_gap")
+    gaps = {}
+    if os.path.isfile(path):
+        with open(path) as f:
+            for line in f:
+                check, _, why = line.strip().partition(":")
+                if check:
+                    gaps[check.strip()] = why.strip()
+    return gaps
+
+
+def verdict(failures, gaps):
+    """Exit status: failures of a known gap are printed, not counted; a known gap that passed is."""
+    status = 0
+    for check, message in failures:
+        if check in gaps:
+            print(f"KNOWN GAP ({check}): {message} -- {gaps[check]}")
+        else:
+            print(f"FAIL: {message}")
+            status = 1
+    failed_checks = {check for check, _ in failures}
+    for check, why in gaps.items():
+        if check not in failed_checks:
+            print(f"FAIL: the known gap '{check}' ({why}) did not show: remove it from known_gap")
+            status = 1
+    return status
 
 
 def main(argv=None):
@@ -77,34 +113,46 @@ def main(argv=None):
     scenario = os.path.join(out, args.name + ".yaml")
     with open(os.path.join(ARCHITECTURES, "training.yaml")) as f:
         text = f.read().replace("GRAPH", os.path.basename(graph)).replace("NAME", args.name)
+    extra = os.path.join(arch, "scenario.yaml")  # keys this architecture's training step adds (dropout)
+    if os.path.isfile(extra):
+        with open(extra) as f:
+            text += f.read()
     with open(scenario, "w") as f:
         f.write(text)
     release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
     expected = transformers_count(tiny)
-    plan = planned(args.oomcast, scenario)
+    gaps = known_gaps(arch)
+    try:
+        plan = planned(args.oomcast, scenario)
+    except PlanFailed as err:
+        return verdict([("plan", str(err))], gaps)
     counted = plan.get("parameters")
     result = {"name": args.name, "parameters": expected, "planned_parameters": counted}
     failed = []
     if counted != expected:
-        failed.append(f"the graph file plans {counted} parameters, transformers counts {expected}")
+        failed.append(("count", f"the graph file plans {counted} parameters, transformers counts {expected}"))
     # the built-in family of this model_type, where one exists, plans the same config.json
     family = os.path.join(out, args.name + ".family.yaml")
     with open(family, "w") as f:
         f.write(text.replace(os.path.basename(graph), tiny))
     # (no family: oomcast itself captures transformers' class with this python, scenario/hf_capture.h)
-    family_plan = planned(args.oomcast, family, dict(os.environ, OOMCAST_PYTHON=sys.executable,
-                                                     OOMCAST_CACHE_DIR=os.path.join(out, "cache")))
+    try:
+        family_plan = planned(args.oomcast, family, dict(os.environ, OOMCAST_PYTHON=sys.executable,
+                                                         OOMCAST_CACHE_DIR=os.path.join(out, "cache")))
+    except PlanFailed as err:
+        return verdict(failed + [("family", str(err))], gaps)
     if any("has no oomcast family" in w for w in family_plan.get("warnings") or []):
         result["planned_through_capture"] = True
         if family_plan["peak_allocated_bytes"] != plan["peak_allocated_bytes"]:
-            failed.append(f"`model: tiny.json` (captured by oomcast) plans {family_plan['peak_allocated_bytes']} "
-                          f"bytes, its graph file {plan['peak_allocated_bytes']}")
+            failed.append(("family", f"`model: tiny.json` (captured by oomcast) plans "
+                                     f"{family_plan['peak_allocated_bytes']} bytes, its graph file {plan['peak_allocated_bytes']}"))
     else:
         mine, theirs = plan["peak_allocated_bytes"], family_plan["peak_allocated_bytes"]
         result["family_peak_difference"] = (mine - theirs) / theirs
         if abs(mine - theirs) > FAMILY_TOLERANCE * theirs:
-            failed.append(f"the captured graph plans a peak of {mine} bytes, the {family_plan.get('model')} family "
-                          f"{theirs} ({100 * (mine - theirs) / theirs:+.2f}%, more than {100 * FAMILY_TOLERANCE}%)")
+            failed.append(("family", f"the captured graph plans a peak of {mine} bytes, the {family_plan.get('model')} "
+                                     f"family {theirs} ({100 * (mine - theirs) / theirs:+.2f}%, more than "
+                                     f"{100 * FAMILY_TOLERANCE}%)"))
     trace = os.path.join(out, args.name + ".trace")
     env = dict(os.environ, OOMCAST_HOOK_DIR=os.path.join(out, "hook"))
     real = run([sys.executable, os.path.join(HERE, "capture.py"), scenario, "-o", trace, "-q",
@@ -121,17 +169,17 @@ def main(argv=None):
         return 2
     result["compare"] = compared
     if cmp.returncode != 0:
-        failed.append(f"oomcast compare exited {cmp.returncode} (tolerance {args.tolerance})")
+        failed.append(("cpu", f"oomcast compare exited {cmp.returncode} (tolerance {args.tolerance})"))
     if args.json:
         print(json.dumps(result))
     text = run([args.oomcast, "compare", scenario, trace, "--tolerance", args.tolerance,
                 "--set", f"allocator.torch_version={release}"]).stdout
     print(text.rstrip())
-    for f in failed:
-        print("FAIL: " + f)
-    if not failed:
-        print(f"PASS: {args.name}: {expected} parameters as transformers counts; CPU step within {args.tolerance}")
-    return 1 if failed else 0
+    status = verdict(failed, gaps)
+    if status == 0:
+        print(f"PASS: {args.name}: {expected} parameters as transformers counts; CPU step within {args.tolerance}"
+              f"{' (known gaps above)' if gaps else ''}")
+    return status
 
 
 if __name__ == "__main__":

@@ -46,7 +46,12 @@ def full_check(name, oomcast, out):
         return f"capture failed: {cap.stderr.strip().splitlines()[-1:]}", None
     with open(os.path.join(ARCHITECTURES, "training.yaml")) as f:
         text = f.read().replace("NAME", name).replace("batch_size: 3", "batch_size: 1").replace("seq_len: 32", "seq_len: 512")
-        text = text.replace("device: cpu", "device: h100-80gb")
+        # a full-size step that fits a 141 GB H200: bf16 weights (pure_bf16), SGD (no optimizer
+        # state), flash attention (the kernel SDPA picks for bf16, and the one that takes
+        # enable_gqa's grouped k/v as they are)
+        text = text.replace("device: cpu", "device: h200\nattention: flash").replace(
+            "precision: fp32", "precision: pure_bf16").replace(
+            "optimizer: {type: adamw, impl: single_tensor}", "optimizer: {type: sgd, impl: single_tensor}")
     mine = os.path.join(out, f"{name}.full.yaml")
     with open(mine, "w") as f:
         f.write(text.replace("GRAPH", os.path.basename(graph)))
