@@ -24,5 +24,5 @@ foreach(case unknown_model_type unknown_class)
   add_test(NAME hf_capture.bad.${case}
            COMMAND sh ${PROJECT_SOURCE_DIR}/capture/tests/with_python.sh ${OOMCAST_CAPTURE_PYTHON}
                    ${PROJECT_SOURCE_DIR}/capture/tests/check_hf_refusal.py ${case})
-  set_tests_properties(hf_capture.bad.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS hf_capture)
+  set_tests_properties(hf_capture.bad.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS hf_capture)
 endforeach()
