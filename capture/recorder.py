@@ -7,6 +7,7 @@
 import contextlib
 import weakref
 
+import known_values
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -63,12 +64,48 @@ def saves_dispatch_detach():
     return _SAVES_DISPATCH_DETACH
 
 
-def _is_data_dependent(func, name):
+# Indexing ops tagged dynamic_output_shape because a bool (or uint8) mask index has as many
+# results as it has true values; with integer index tensors only, the result's shape is the
+# indices' broadcast shape with the indexed dimensions replaced, known without any value.
+_INDEXING = {"aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_",
+             "aten::_unsafe_index", "aten::_unsafe_index_put"}
+
+
+def _has_mask_index(args, kwargs):
+    indices = args[1] if len(args) > 1 else kwargs.get("indices")
+    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or [])
+
+
+def _is_data_dependent(func, name, args=(), kwargs=None):
     if name in _VALUE_READS:
         return True
+    if name in _INDEXING:
+        return _has_mask_index(args, kwargs or {})
+    if name == "aten::repeat_interleave" and (kwargs or {}).get("output_size") is not None:
+        return False  # the caller stated the result's length
     tags = getattr(func, "tags", None) or []
     dyn = getattr(torch, "Tag", None)
     return dyn is not None and getattr(dyn, "dynamic_output_shape", None) in tags
+
+
+def _grouped_mm_meta(args, kwargs):
+    """aten::_grouped_mm's result on meta tensors: torch 2.13's meta kernel accepts bf16 only
+    (the CUDA kernel's rule) while its CPU kernel, which transformers' MoE experts run, takes
+    any float dtype. The shapes by operand ranks (offs has one entry per group):
+    2-D x 3-D [M, K] x [G, K, N] -> [M, N]; 3-D x 2-D [G, M, K] x [K, N] -> [M, N];
+    2-D x 2-D [M, K] x [K, N] -> [G, M, N]; 3-D x 3-D [G, M, K] x [G, K, N] -> [G, M, N]."""
+    a, b = args[0], args[1]
+    offs = args[2] if len(args) > 2 else kwargs.get("offs")
+    out_dtype = kwargs.get("out_dtype") or (args[4] if len(args) > 4 else None) or a.dtype
+    if a.dim() == 2 and b.dim() == 3:
+        shape = (a.shape[0], b.shape[-1])
+    elif a.dim() == 3 and b.dim() == 2:
+        shape = (a.shape[1], b.shape[-1])
+    elif a.dim() == 2 and b.dim() == 2:
+        shape = (offs.shape[0], a.shape[0], b.shape[-1])
+    else:
+        shape = (a.shape[0], a.shape[1], b.shape[-1])
+    return torch.empty(shape, dtype=out_dtype, device=META)
 
 
 def storage_key(t):
@@ -155,6 +192,7 @@ class Recorder(TorchDispatchMode):
         self._swallowed = set()  # outputs whose autograd-save detach was already skipped
         self._saves_detach = saves_dispatch_detach()  # probed before this mode is entered
         self.construction = None  # construction.ConstructionTracker while model() runs
+        self.known = known_values.KnownValues()  # values computed from constants alone
 
     # ---- tensors
     def module_path(self):
@@ -273,21 +311,40 @@ class Recorder(TorchDispatchMode):
         if name == "aten::detach" and self._is_autograd_save(args[0]):
             return func(*args, **kwargs)
         self.resolve_pending()
-        if _is_data_dependent(func, name):
-            where = f"module {self.module_path()}" if self.module_path() else "the model's forward"
-            raise CaptureError(f"data-dependent shape: {name} in {where} (its result depends on "
-                               f"tensor values, which a graph file cannot express)")
         schema = func._schema
         if any(a.name == "device" for a in schema.arguments):
             kwargs["device"] = META
         args = tree_map(self._to_meta, args)
         kwargs = {k: tree_map(self._to_meta, v) for k, v in kwargs.items()}
-        out = None if self.recording else self._meta_backward(name, args)
+        out = known = None
+        if name in _VALUE_READS:
+            # a read of a value computed from constants (known_values.py) is the same at any size
+            cpu = self.known.all_known(args, kwargs)
+            if cpu is not None:
+                return func(*cpu[0], **cpu[1])
+        elif _is_data_dependent(func, name, args, kwargs):
+            known = self.known.evaluate(func, args, kwargs)
+            if known is not None:
+                out = tree_map(lambda c: torch.empty(c.shape, dtype=c.dtype, device=META)
+                               if isinstance(c, torch.Tensor) else c, known)
+        if out is None and (name in _VALUE_READS or _is_data_dependent(func, name, args, kwargs)):
+            where = f"module {self.module_path()}" if self.module_path() else "the model's forward"
+            raise CaptureError(f"data-dependent shape: {name} in {where} (its result depends on "
+                               f"tensor values, which a graph file cannot express)")
+        if out is None and name == "aten::_grouped_mm":
+            out = _grouped_mm_meta(args, kwargs)
+        if out is None:
+            out = None if self.recording else self._meta_backward(name, args)
         if out is None:
             try:
                 out = func(*args, **kwargs)
             except (NotImplementedError, RuntimeError) as err:
                 out = self._cpu_fallback(func, args, kwargs, err)
+            known = self.known.evaluate(func, args, kwargs)
+        if known is not None:
+            self.known.remember(out, known)
+        else:
+            self.known.forget_written(schema, args, kwargs)
         if self.recording:
             self._record(func, name, schema, args, kwargs, out)
         elif self.construction is not None:
@@ -317,7 +374,10 @@ class Recorder(TorchDispatchMode):
 
     def _to_meta(self, x):
         if isinstance(x, torch.Tensor) and x.device.type != "meta":
-            return x.to(META)
+            meta = x.to(META)
+            if x.numel() <= known_values.LIMIT:  # a literal (torch.tensor([...])): its value is known
+                self.known.remember(meta, x.detach().clone())
+            return meta
         return x
 
     def _meta_backward(self, name, args):

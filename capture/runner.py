@@ -17,9 +17,13 @@ SIZE_KEYS = ("batch_size", "seq_len", "image_size")
 
 
 def load_model_file(path):
-    """Imports MODEL.py as a module; checks that it defines model() and batch()."""
+    """Imports MODEL.py as a module; checks that it defines model() and batch(). A Hugging Face
+    config.json stands for transformers' own class of it (hf_model.py)."""
     if not os.path.isfile(path):
         raise CaptureError(f"{path}: no such model file")
+    import hf_model
+    if hf_model.is_hf_config(path):
+        return hf_model.model_file(path)
     spec = importlib.util.spec_from_file_location("oomcast_user_model", path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))

@@ -139,10 +139,13 @@ def inexact_reason(b, call):
         return "query/key/value are not tensors"
     if o["attn_mask"] is not None:
         return "attn_mask given"
-    if o["enable_gqa"]:
-        return "enable_gqa"
     shapes = [b.t(t).shape for t in (call.q, call.k, call.v)]
-    if len(shapes[0]) != 4 or shapes[1] != shapes[0] or shapes[2] != shapes[0]:
+    if o["enable_gqa"]:
+        # grouped k and v: [batch, kv_heads, seq, head_dim] with kv_heads dividing q's heads
+        q, k, v = shapes
+        if len(q) != 4 or k != v or len(k) != 4 or (k[0], k[2], k[3]) != (q[0], q[2], q[3]) or q[1] % k[1]:
+            return "enable_gqa with k, v not [batch, kv_heads, seq, head_dim] of q's batch, seq and head_dim"
+    elif len(shapes[0]) != 4 or shapes[1] != shapes[0] or shapes[2] != shapes[0]:
         return "q, k, v are not all [batch, heads, seq, head_dim] of one shape"
     if o["scale"] is not None and abs(o["scale"] * shapes[0][3] ** 0.5 - 1.0) > 1e-6:
         return "a scale other than 1/sqrt(head_dim)"
@@ -161,8 +164,17 @@ def sdpa_statement(b, op, note):
     reason = inexact_reason(b, call)
     ops = b.rec.ops
     region = set(range(call.start, call.end))
-    merge = _heads_merge(b, ops[call.end], call.out) if call.end < len(ops) else None
-    copy = ops[call.end + 1] if merge is not None and call.end + 1 < len(ops) else None
+    after, out = call.end, call.out
+    # transformers 5's sdpa_attention_forward reshapes the result to its own shape (undoing its
+    # pack_gqa, a no-op otherwise) before the transpose: a view that changes nothing is folded too
+    identity = ops[after] if after < len(ops) else None
+    if identity is not None and _short(identity) in ("view", "_unsafe_view", "reshape") \
+            and identity.inputs[:1] == [out] and identity.outputs \
+            and tuple(b.t(identity.outputs[0]).shape) == tuple(b.t(out).shape):
+        after, out = after + 1, identity.outputs[0]
+        region = region | {identity.index}
+    merge = _heads_merge(b, ops[after], out) if after < len(ops) else None
+    copy = ops[after + 1] if merge is not None and after + 1 < len(ops) else None
     if reason is None and (copy is None or _short(copy) != "clone" or copy.inputs[:1] != merge.outputs[:1]
                            or copy.args.get("memory_format") not in (None, "torch.contiguous_format")):
         reason = "its result is not made contiguous by transpose(1, 2)/permute(2, 0, 1, 3) then contiguous()"
@@ -178,6 +190,8 @@ def sdpa_statement(b, op, note):
     b.consumed.update(i for i in region | {merge.index, copy.index} if i != op.index)
     stmt = {"op": "attention", "q": b.name(call.q), "k": b.name(call.k), "v": b.name(call.v),
             "causal": call.options["is_causal"]}
+    if call.options["enable_gqa"]:
+        stmt["enable_gqa"] = True
     for n in "qkv":
         if call.mergeable.get(n):
             stmt[f"{n}_contiguous"] = True

@@ -28,7 +28,7 @@ const std::vector<CatalogueOpSpec>& catalogue_op_specs() {
       {"expand_copy", CatalogueOp::ExpandCopy, {{"x", false}}, {{"shape", T::Shape, true}}, false},
       {"cat", CatalogueOp::Cat, {{"a", false}, {"b", false}}, {{"dim", T::Integer, false}}, false},
       {"attention", CatalogueOp::Attention, {{"q", false}, {"k", false}, {"v", false}, {"mask", true}},
-       {{"heads", T::Integer, false}, {"causal", T::Flag, false}, {"q_contiguous", T::Flag, false},
+       {{"heads", T::Integer, false}, {"causal", T::Flag, false}, {"enable_gqa", T::Flag, false}, {"q_contiguous", T::Flag, false},
         {"k_contiguous", T::Flag, false}, {"v_contiguous", T::Flag, false}},
        false},
       {"batched_matmul", CatalogueOp::BatchedMatmul, {{"a", false}, {"b", false}},

@@ -62,6 +62,21 @@ nlohmann::json read_config_object(const std::string& path) {
 
 }  // namespace
 
+std::string model_type_without_family(const std::string& path) {
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_text_file(path, "", "config.json"));
+  } catch (const std::exception&) {
+    return "";
+  }
+  if (!config.is_object() || !config.contains("model_type") || !config["model_type"].is_string()) return "";
+  const std::string type = config["model_type"].get<std::string>();
+  const auto& readers = hf::model_type_readers();
+  const bool has_family = std::any_of(readers.begin(), readers.end(),
+                                      [&](const hf::ModelTypeReader& entry) { return type == entry.model_type; });
+  return has_family ? "" : type;
+}
+
 ModelConfig load_hf_config(const std::string& path) {
   const SourceLocation file{path, 0, 0, -1};
   const nlohmann::json config = read_config_object(path);

@@ -24,4 +24,9 @@ std::optional<WeightsConfig> checkpoint_weights(const std::string& config_path);
 // The model_type values a config.json may have, sorted.
 std::vector<std::string> supported_hf_model_types();
 
+// The config.json's model_type when no family reads it (scenario/hf_capture.h then plans the
+// real transformers class), or "" (a family reads it, or the file is bad input that
+// load_hf_config reports).
+std::string model_type_without_family(const std::string& path);
+
 }  // namespace oomcast::planner

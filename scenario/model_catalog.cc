@@ -13,6 +13,7 @@
 #include "base/edit_distance.h"
 #include "base/input_error.h"
 #include "scenario/graph_file.h"
+#include "scenario/hf_capture.h"
 #include "scenario/hf_config.h"
 #include "scenario/model_families.h"
 
@@ -101,6 +102,12 @@ ModelConfig load_model_yaml(const std::string& path) {
 }
 
 ModelConfig checked_hf_config(const std::string& path) {
+  const std::string without_family = model_type_without_family(path);
+  if (!without_family.empty()) {
+    // The repository the binary came from holds capture/ and .venv/ beside models/.
+    const std::string models = models_directory();
+    return captured_hf_model(path, without_family, models.empty() ? "" : fs::path(models).parent_path().string());
+  }
   ModelConfig model = load_hf_config(path);
   validate_model(model, path, nullptr);
   return model;

@@ -218,7 +218,22 @@ void GraphFileBuilder::run_catalogue_op(const graph::Statement& statement, const
       } else {
         fail_op(op, where, "q must be [batch, heads, seq, head_dim] or [batch, seq, hidden], got " + shape_text(q.shape));
       }
-      if (product(k.shape) != product(q.shape) || product(v.shape) != product(q.shape)) {
+      if (option_flag(op, "enable_gqa", false)) {
+        // SDPA's enable_gqa: k and v keep their kv_heads; q's heads are a multiple of them.
+        if (q.shape.size() != 4 || k.shape != v.shape || k.shape.size() != 4 || k.shape[0] != q.shape[0] ||
+            k.shape[2] != q.shape[2] || k.shape[3] != q.shape[3] || k.shape[1] < 1 || q.shape[1] % k.shape[1] != 0) {
+          fail_op(op, where, "enable_gqa: k and v must be [batch, kv_heads, seq, head_dim] with kv_heads dividing q's " +
+                                 std::string("heads; q ") + shape_text(q.shape) + ", k " + shape_text(k.shape) + ", v " +
+                                 shape_text(v.shape));
+        }
+        // torch 2.5+ runs enable_gqa in the flash kernels (CUDA and CPU) with k and v as they
+        // are (the fused op sizes everything by q and references k, v); the other backends
+        // fall back to math, which repeats k and v: not modelled.
+        if (g_.context().attention != AttentionImpl::Flash) {
+          fail_op(op, where, "enable_gqa (grouped k/v heads) is taken as it is only by the flash kernel; the "
+                             "math fallback's repeated k and v are not modelled: use attention: flash");
+        }
+      } else if (product(k.shape) != product(q.shape) || product(v.shape) != product(q.shape)) {
         fail_op(op, where, "shape mismatch: q " + shape_text(q.shape) + ", k " + shape_text(k.shape) + ", v " +
                                shape_text(v.shape) + " (repeat grouped k/v heads with expand_copy first)");
       }
