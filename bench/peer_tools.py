@@ -49,8 +49,9 @@ def transformers_config(scenario):
     return transformers.AutoConfig.for_model(model_type, **keys)
 
 
-def build_model(scenario, attention="sdpa"):
-    """The scenario's transformers model, in whatever device context the caller opened."""
+def build_model(scenario, attention="eager"):
+    """The scenario's transformers model, in whatever device context the caller opened. The
+    attention kernel matters only to a peer that runs the model (Gemma 2 refuses SDPA)."""
     import transformers
     config = transformers_config(scenario)
     auto = (transformers.AutoModelForSequenceClassification if scenario.hf_kind == "sequence_classification"
