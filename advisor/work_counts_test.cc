@@ -6,7 +6,7 @@
 #include "advisor/closed_form_fit.h"
 #include "advisor/predict.h"
 #include "advisor/whatif.h"
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "scenario/scenario_loader.h"
 #include "sim/work_counters.h"
 

@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "planner/step_planner.h"
+#include "planner/jobs/training_job.h"
 #include "scenario/scenario_loader.h"
 #include "sim/replay.h"
 
