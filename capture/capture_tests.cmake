@@ -16,13 +16,13 @@ endforeach()
 foreach(case no_model forward_fails data_dependent)
   add_test(NAME capture.bad.${case}
            COMMAND ${run_with_torch} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture.py bad ${case})
-  set_tests_properties(capture.bad.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS capture)
+  set_tests_properties(capture.bad.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS capture)
 endforeach()
 # What model() allocates and frees while it builds the model (capture/construction.py).
 foreach(case tied template short_lived)
   add_test(NAME capture.construction.${case}
            COMMAND ${run_with_torch} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture.py construction ${case})
-  set_tests_properties(capture.construction.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS capture)
+  set_tests_properties(capture.construction.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS capture)
 endforeach()
 # The validate/models.py families, captured (capture/tests/family_model.py), plan as their presets.
 foreach(preset mlp gpt2-tiny llama-tiny bert-base resnet-50 vit-b-16)

@@ -32,4 +32,4 @@ endforeach()
 # every capture test prints it too): with_python.sh prints "torch VERSION (PYTHON)".
 add_test(NAME cpu_validation.torch_version
          COMMAND sh ${PROJECT_SOURCE_DIR}/validate/with_python.sh ${OOMCAST_PYTHON} -c pass)
-set_tests_properties(cpu_validation.torch_version PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "cpu_validation;capture")
+set_tests_properties(cpu_validation.torch_version PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "cpu_validation;capture")
