@@ -1,10 +1,11 @@
-#!/usr/bin/python3
-"""capture_bench.py: capture time of capture/oomcast_capture.py on torchvision's ResNet-50, a
+#!/usr/bin/env python3
+"""capture_bench.py: capture time of capture/oomcast_capture.py on ResNet-50 (Hugging Face
+transformers' ResNetForImageClassification, capture/examples/resnet50.py), a
 32-layer 4096-wide decoder and the 70B-shaped decoder, side by side in one run (wall and CPU
 seconds, ops recorded, file lines); with --oomcast, also the plan time of the captured
 70B-shaped graph against the llama-2-70b preset at the same scenario settings.
 
-    /usr/bin/python3 bench/capture_bench.py [--oomcast build/oomcast] [--rounds 1]
+    .venv/bin/python bench/capture_bench.py [--oomcast build/oomcast] [--rounds 1]
 
 Prints one JSON line per measurement and a summary line of ratios.
 """
@@ -41,7 +42,7 @@ def main():
     out = tempfile.mkdtemp(prefix="oomcast-capture-bench-")
     results = {}
     # the baseline: importing torch alone, which every capture pays
-    _, import_wall, import_cpu = timed([sys.executable, "-c", "import torch, torchvision"])
+    _, import_wall, import_cpu = timed([sys.executable, "-c", "import torch"])
     print(json.dumps({"measure": "import torch", "wall_s": round(import_wall, 2), "cpu_s": round(import_cpu, 2)}))
     for _ in range(args.rounds):
         for name in MODELS:

@@ -57,7 +57,11 @@ def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None):
     symbolic.check_same_structure(recordings, plan, _describe_op)
     shapes = symbolic.symbolic_shapes(recordings, plan, keys, lambda tid: _describe_tensor(base, tid))
     builder = GraphBuilder(base, shapes, keys)
-    doc = {"oomcast_graph": 1, "name": os.path.splitext(os.path.basename(model_path))[0]}
+    import torch
+    # the release the recording ran under: a scenario that names none plans it, one that names
+    # another is warned (docs/graph-format.md, torch_version)
+    release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    doc = {"oomcast_graph": 1, "name": os.path.splitext(os.path.basename(model_path))[0], "torch_version": release}
     size_defaults = {k: {"default": plan[0][k]} for k in keys if k != "batch_size"}
     if size_defaults:
         doc["sizes"] = size_defaults
@@ -161,7 +165,7 @@ def main(argv=None):
     try:
         import torch  # noqa: F401
     except ImportError:
-        print("oomcast_capture: error: this python has no torch (use /usr/bin/python3 with python3-torch)",
+        print("oomcast_capture: error: this python has no torch (use the venv's: scripts/make-venv.sh, then .venv/bin/python)",
               file=sys.stderr)
         return 2
     from recorder import CaptureError

@@ -1,6 +1,8 @@
 // Optimizer state and step temporaries, per ../shared/docs/training-memory-model.md §6.
 #include "planner/optimizers.h"
 
+#include "planner/torch_release_facts.h"
+
 namespace oomcast::planner {
 
 namespace {
@@ -92,7 +94,7 @@ void OptimizerModel::adam_temporaries(const std::vector<size_t>& params) {
         slots.push_back(writer_->alloc(state_name(p, ".exp_avg_sq_sqrt"),
                                        params_[p].numel * dtype_bytes(params_[p].dtype), TensorCategory::Temporary));
       }
-      if (torch_version_ < 200) {
+      if (torch_release_facts(torch_version_).foreach_adam_denom_out_of_place) {
         // Before 2.0, denom = torch._foreach_add(exp_avg_sq_sqrt, eps) was out of place: a
         // second list the size of the parameters (the CPU captures of torch 1.13 show both).
         for (size_t p : params) {

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "base/edit_distance.h"
 #include "scenario/graph_file_reader.h"
+#include "scenario/outside_allocator_table.h"
 #include "scenario/yaml_reader.h"
 
 namespace oomcast::planner {
@@ -302,14 +304,19 @@ void GraphReader::read_dims(const YamlNode& dims) {
 
 void GraphReader::read(const YamlNode& root) {
   if (!root.is_map()) root.fail("a graph file is a map (oomcast_graph, parameters, inputs, forward, outputs)");
-  root.reject_unknown_keys({"oomcast_graph", "name", "description", "sizes", "dims", "parameters", "buffers", "inputs",
-                            "forward", "outputs", "optimizer"});
+  root.reject_unknown_keys({"oomcast_graph", "name", "description", "torch_version", "sizes", "dims", "parameters",
+                            "buffers", "inputs", "forward", "outputs", "optimizer"});
   file_.declares_optimizer = !root.child("optimizer").is_missing();
   if (root.child("oomcast_graph").as_integer(1, 1000) != 1) {
     root.child("oomcast_graph").fail("this oomcast reads graph format version 1");
   }
   file_.name = root.string_or("name", std::filesystem::path(file_.path).stem().string());
   root.string_or("description", "");
+  if (YamlNode torch = root.child("torch_version"); !torch.is_missing()) {
+    std::optional<ReleaseNumber> release = parse_release(torch.as_string());
+    if (!release) torch.fail("'torch_version' must be the PyTorch release the capture ran under, such as \"2.13\"");
+    file_.torch_version = *release;
+  }
   read_sizes(root.child("sizes"));
   read_dims(root.child("dims"));
   file_.parameters = read_declarations(root.child("parameters"), DeclarationKind::Parameter, 0);
@@ -361,6 +368,20 @@ void check_graph_size(const GraphFile& file, int64_t size, const YamlNode& where
                         std::to_string(file.size_where.line) + ")";
   if (where.is_missing()) throw InputError(file.size_where, key, message);
   where.fail(message);
+}
+
+int graph_torch_version(const GraphFile& file, bool scenario_names_release, int scenario_release,
+                        std::vector<std::string>& warnings) {
+  if (file.torch_version == 0) return scenario_release;
+  if (!scenario_names_release) return file.torch_version;
+  if (file.torch_version != scenario_release) {
+    warnings.push_back(file.path + " was captured under torch " + release_text(file.torch_version) +
+                       " but the scenario plans torch " + release_text(scenario_release) +
+                       " (allocator.torch_version): what autograd saves and which kernels run differ between "
+                       "releases (planner/torch_release_facts.yaml); capture it again under " +
+                       release_text(scenario_release) + " or plan " + release_text(file.torch_version));
+  }
+  return scenario_release;
 }
 
 }  // namespace oomcast::planner

@@ -131,6 +131,10 @@ struct GraphFile {
   // `optimizer:` (the scenario's keys: type, impl, momentum, amsgrad), as the capture read it
   // from the model file; a scenario without `optimizer:` uses it (scenario_loader.cc).
   bool declares_optimizer = false;
+  // `torch_version:` the release the capture ran under (100 * major + minor); 0 when the file
+  // does not say. A scenario that names no allocator.torch_version plans this release, one that
+  // names another is warned (scenario_loader.cc).
+  int torch_version = 0;
 };
 
 // True when the YAML file at `path` is a graph file (it has a top-level `oomcast_graph` key).
@@ -141,5 +145,10 @@ std::shared_ptr<const GraphFile> load_graph_file(const std::string& path);
 ModelConfig graph_model(const std::string& path);
 // Throws at `where` (the scenario's seq_len or image_size) when `size` exceeds the file's max.
 void check_graph_size(const GraphFile& file, int64_t size, const YamlNode& where);
+// The torch release a scenario of a captured graph plans: the file's own when the scenario names
+// none (`scenario_names_release` false), else the scenario's, with a warning in `warnings` when
+// the two differ (what autograd saves and which kernels run differ between releases).
+int graph_torch_version(const GraphFile& file, bool scenario_names_release, int scenario_release,
+                        std::vector<std::string>& warnings);
 
 }  // namespace oomcast::planner

@@ -2,31 +2,13 @@
 // capture): a scenario that names no optimizer uses it; one that names its own keeps it.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
-#include "scenario/scenario_loader.h"
+#include "scenario/graph_file_test_support.h"
 #include "scenario/scenario_test_support.h"
 
 namespace oomcast::planner {
-namespace {
 
-// tests/data/graphs/mlp.graph.yaml with `optimizer_yaml` appended, in the temp directory.
-std::string mlp_graph_with(const std::string& optimizer_yaml, const std::string& file_name) {
-  std::ifstream in(std::string(OOMCAST_SOURCE_DIR) + "/tests/data/graphs/mlp.graph.yaml");
-  std::stringstream text;
-  text << in.rdbuf() << optimizer_yaml;
-  const std::string path = (std::filesystem::temp_directory_path() / file_name).string();
-  std::ofstream(path) << text.str();
-  return path;
-}
-
-Scenario load_with_model(const std::string& graph_path, const std::string& extra = "") {
-  return load_scenario_text("model: " + graph_path + "\nbatch_size: 8\ndevice: cpu\n" + extra, "s.yaml");
-}
-
-}  // namespace
+using testing::load_with_model;
+using testing::mlp_graph_with;
 
 TEST_CASE("a scenario without optimizer uses the one its graph file declares", "[planner][scenario]") {
   Scenario s = load_with_model(mlp_graph_with("optimizer: {type: sgd, momentum: 0.9}\n", "oomcast-opt-sgd.graph.yaml"));

@@ -15,7 +15,9 @@ namespace {
 
 constexpr ReleaseNumber kNoUpperBound = 99 * 100 + 99;
 
-ReleaseRange read_range(const YamlNode& node) {
+}  // namespace
+
+ReleaseRange read_release_range(const YamlNode& node) {
   std::string text = node.as_string();
   ReleaseRange range;
   auto bad = [&]() -> ReleaseRange {
@@ -40,6 +42,8 @@ ReleaseRange read_range(const YamlNode& node) {
   range.max = *high;
   return range;
 }
+
+namespace {
 
 ReleaseNumber read_release(const YamlNode& node) {
   auto release = parse_release(node.as_string());
@@ -187,12 +191,12 @@ OutsideAllocatorTable parse_outside_allocator_table(const std::string& text, con
   for (const YamlNode& row : root.child("torch_default_cuda").items()) {
     row.reject_unknown_keys({"torch", "cuda", "source"});
     table.torch_default_cuda.push_back(
-        {read_range(row.child("torch")), read_release(row.child("cuda")), read_origin(row, "torch_default_cuda", ++index, false)});
+        {read_release_range(row.child("torch")), read_release(row.child("cuda")), read_origin(row, "torch_default_cuda", ++index, false)});
   }
   index = 0;
   for (const YamlNode& row : root.child("module_loading_default").items()) {
     row.reject_unknown_keys({"torch", "cuda", "loading", "source"});
-    table.module_loading_default.push_back({read_range(row.child("torch")), read_range(row.child("cuda")),
+    table.module_loading_default.push_back({read_release_range(row.child("torch")), read_release_range(row.child("cuda")),
                                             read_loading(row.child("loading")),
                                             read_origin(row, "module_loading_default", ++index, false)});
   }
@@ -201,7 +205,7 @@ OutsideAllocatorTable parse_outside_allocator_table(const std::string& text, con
     row.reject_unknown_keys({"arch", "cuda", "loading", "mib", "kind", "source"});
     ContextRow context;
     context.capabilities = read_architectures(row.child("arch"));
-    context.cuda = read_range(row.child("cuda"));
+    context.cuda = read_release_range(row.child("cuda"));
     context.loading = read_loading(row.child("loading"));
     context.bytes = static_cast<uint64_t>(row.child("mib").as_number(1, 1 << 20) * 1024.0 * 1024.0 + 0.5);
     context.origin = read_origin(row, "context", ++index, true);
@@ -211,7 +215,7 @@ OutsideAllocatorTable parse_outside_allocator_table(const std::string& text, con
   for (const YamlNode& row : root.child("cublas_workspace").items()) {
     row.reject_unknown_keys({"torch", "arch", "config", "kind", "source"});
     CublasWorkspaceRow workspace;
-    workspace.torch = read_range(row.child("torch"));
+    workspace.torch = read_release_range(row.child("torch"));
     workspace.capabilities = read_architectures(row.child("arch"));
     workspace.config = row.child("config").as_string();
     auto bytes = cublas_workspace_config_bytes(workspace.config);

@@ -110,6 +110,11 @@ const OutsideAllocatorTable& outside_allocator_table();
 std::optional<ReleaseNumber> parse_release(std::string_view text);
 std::string release_text(ReleaseNumber release);  // 1204 -> "12.4"
 
+class YamlNode;
+// "11.7-12.9", "12.0+" (open-ended) or "2.7" (one release); throws InputError at the node
+// otherwise. Also read by planner/torch_release_facts.cc.
+ReleaseRange read_release_range(const YamlNode& node);
+
 // CUBLAS_WORKSPACE_CONFIG ":4096:2:16:8" -> 8,519,680 bytes (":SIZE_KiB:COUNT" pairs summed);
 // nullopt when malformed.
 std::optional<uint64_t> cublas_workspace_config_bytes(std::string_view config);

@@ -566,6 +566,12 @@ Scenario read_scenario(const YamlDocument& document) {
 
   scenario.device = read_device(root.child("device"));
   scenario.allocator = read_allocator(root.child("allocator"), scenario.device);
+  if (model.graph) {
+    YamlNode allocator = root.child("allocator");
+    scenario.allocator.torch_version = graph_torch_version(
+        *model.graph, allocator.is_map() && !allocator.child("torch_version").is_missing(),
+        scenario.allocator.torch_version, scenario.model.warnings);
+  }
   apply_outside_allocator(root.child("device"), scenario.allocator.torch_version, scenario.device);
   YamlNode attention = root.child("attention");
   if (!attention.is_missing()) scenario.attention = read_choice(attention, kAttentions);

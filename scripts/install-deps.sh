@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages oomcast needs to build, test and validate, skipping those
-# already present. Uses sudo when not run as root.
+# already present. Uses sudo when not run as root. No torch: the CLI needs none, and the tests
+# that do run under the project's venv (torch 2.13 from PyPI), which scripts/build-and-test.sh
+# builds with scripts/make-venv.sh from python3-venv.
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config zlib1g-dev
   catch2 libyaml-cpp-dev libboost-graph-dev libeigen3-dev libcli11-dev libfmt-dev nlohmann-json3-dev
-  python3 python3-torch python3-torchvision python3-yaml   # CPU reference captures (validate/)
+  python3 python3-yaml python3-venv                        # python tests; the venv (scripts/make-venv.sh)
   chromium                                                 # opens the HTML reports in tests (tests/html/)
 )
 missing=()

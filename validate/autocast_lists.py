@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # autocast_lists.py: which ops CPU autocast (bf16) runs in bf16 and which it runs in fp32, for the
 # torch this python imports; run it under two releases to see where their policies differ:
-#   /usr/bin/python3 validate/autocast_lists.py ; scripts/torch2-python validate/autocast_lists.py
+#   .venv/bin/python validate/autocast_lists.py ; /usr/bin/python3 validate/autocast_lists.py   # 2.13, 1.13
 # An op is "lower" when fp32 inputs give a bf16 result, "fp32" when bf16 inputs give an fp32 one.
 import torch, torch.nn.functional as F
 def run(dt):

@@ -26,7 +26,7 @@ _ENV_MARK = "OOMCAST_CAPTURE_HOOK"
 
 def libc_tag():
     """The C library this python runs on ("glibc-2.36"): the hook is built per C library, so a
-    chroot with a newer glibc (scripts/torch2-python) never preloads a hook the host built, nor
+    chroot with another glibc (e.g. a Debian 13 one) never preloads a hook the host built, nor
     the host one the chroot built, when both share the repo and the test output folders."""
     try:
         version = os.confstr("CS_GNU_LIBC_VERSION") or ""

@@ -7,7 +7,7 @@ fp64 weight (64x64; gloo cannot broadcast bf16, and any second dtype shows the k
 the facts planner/parallel/ddp_rank.cc is built on: frozen parameters are not in the Reducer,
 and each dtype gets its own buckets (first bucket of the last-defined parameters first).
 
-    /usr/bin/python3 validate/ddp_bucket_probe.py
+    .venv/bin/python validate/ddp_bucket_probe.py
 """
 import os
 import sys

@@ -1,14 +1,16 @@
 # models.py: PyTorch implementations of the model families the planner predicts, built from the
 # same dimension names as the presets in models/*.yaml, written the way people usually write
 # them (nanoGPT GPT-2, a Hugging Face-style Llama, a Hugging Face-style BERT, torchvision's ResNet
-# and ViT), so validate/capture.py can measure what PyTorch really allocates. Device-agnostic:
-# build_model(..., device="cuda") works unchanged on a GPU.
+# and ViT as vision_models.py writes them), so validate/capture.py can measure what PyTorch
+# really allocates. Device-agnostic: build_model(..., device="cuda") works unchanged on a GPU.
 import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
+
+import vision_models
 
 HAS_SDPA = hasattr(F, "scaled_dot_product_attention")  # torch >= 2.0; Debian's 1.13 has none
 
@@ -386,7 +388,7 @@ class TransformerEncoderClassifier(nn.Module):
         return logits, loss
 
 
-# ---------------------------------------------------------------- torchvision (ResNet, ViT)
+# ---------------------------------------------------------------- torchvision's layouts (ResNet, ViT)
 
 class Checkpointed(nn.Module):
     """Wraps a block so its forward runs under torch.utils.checkpoint while training."""
@@ -400,7 +402,7 @@ class Checkpointed(nn.Module):
 
 
 class VisionClassifier(nn.Module):
-    """A torchvision classifier plus the loss, so every family has forward(x, y) -> (logits, loss)."""
+    """A torchvision-layout classifier plus the loss, so every family has forward(x, y) -> (logits, loss)."""
 
     def __init__(self, net):
         super().__init__()
@@ -413,11 +415,8 @@ class VisionClassifier(nn.Module):
 
 
 def build_resnet(dims, options, dropout, use_checkpoint):
-    import torchvision
-    depth = _dim(dims, "depth", "layers", default=18)
-    ctor = {18: torchvision.models.resnet18, 34: torchvision.models.resnet34,
-            50: torchvision.models.resnet50, 101: torchvision.models.resnet101}[depth]
-    net = ctor(weights=None, num_classes=_dim(dims, "num_classes", "classes", default=1000))
+    net = vision_models.resnet(_dim(dims, "depth", "layers", default=18),
+                               num_classes=_dim(dims, "num_classes", "classes", default=1000))
     if use_checkpoint:
         for name in ("layer1", "layer2", "layer3", "layer4"):
             stage = getattr(net, name)
@@ -426,8 +425,7 @@ def build_resnet(dims, options, dropout, use_checkpoint):
 
 
 def build_vit(dims, options, dropout, use_checkpoint):
-    from torchvision.models.vision_transformer import VisionTransformer
-    net = VisionTransformer(
+    net = vision_models.VisionTransformer(
         image_size=_dim(dims, "image_size", default=224), patch_size=_dim(dims, "patch_size", "patch", default=16),
         num_layers=_dim(dims, "layers", default=12), num_heads=_dim(dims, "heads", default=12),
         hidden_dim=_dim(dims, "hidden", default=768), mlp_dim=_dim(dims, "ffn_hidden", default=3072),

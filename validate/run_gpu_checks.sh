@@ -78,7 +78,8 @@ step() {
 
 python=${PYTHON:-python3}
 skipped=""
-[ "$dry_run" = 1 ] && [ -x /usr/bin/python3 ] && python=${PYTHON:-/usr/bin/python3}
+# the dry run on a machine with the project's venv (scripts/make-venv.sh): its torch 2.13 CPU
+[ "$dry_run" = 1 ] && [ -x "$repo/.venv/bin/python" ] && python=${PYTHON:-$repo/.venv/bin/python}
 
 # ---- binaries --------------------------------------------------------------------------
 kit=$here/device_kit/bin

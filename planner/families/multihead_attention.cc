@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "planner/torch_release_facts.h"
+
 namespace oomcast::planner::families {
 
 MultiheadAttentionWeights multihead_attention_parameters(GraphBuilder& g, const std::string& module, int64_t hidden) {
@@ -27,6 +29,7 @@ namespace {
 AttentionImpl torch_2_kernel(const GraphBuilder& g) {
   const AttentionImpl asked = g.context().attention;
   if (asked != AttentionImpl::Eager || !g.context().cpu_kernels) return asked;
+  if (!torch_release_facts(g.context().torch_version).cpu_sdpa_flash_without_dropout) return AttentionImpl::SdpaMath;
   return g.active_dropout() > 0.0 ? AttentionImpl::SdpaMath : AttentionImpl::Flash;
 }
 
@@ -34,7 +37,7 @@ AttentionImpl torch_2_kernel(const GraphBuilder& g) {
 
 TensorId multihead_self_attention(GraphBuilder& g, const std::string& module, const MultiheadAttentionWeights& w,
                                   TensorId x, const ops::AttentionShape& shape, int64_t hidden, bool batch_first) {
-  const bool torch_1 = g.context().torch_version < 200;
+  const bool torch_1 = !torch_release_facts(g.context().torch_version).multihead_attention_calls_sdpa;
   const auto scores_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.seq);
   const auto heads_numel = static_cast<uint64_t>(shape.batch * shape.seq * hidden);
   g.push_module(module);

@@ -8,6 +8,7 @@
 #include "planner/families/families.h"
 #include "planner/families/multihead_attention.h"
 #include "planner/ops/op_catalogue.h"
+#include "planner/torch_release_facts.h"
 
 namespace oomcast::planner::families {
 
@@ -91,7 +92,6 @@ void build_vit(GraphBuilder& g, const ModelConfig& model) {
   shape.seq = seq;
   shape.head_dim = hidden / heads;
   shape.causal = false;
-  const bool torch_1 = g.context().torch_version < 200;
   // nn.MultiheadAttention(batch_first=True) returns attn_output.transpose(1, 0): the residual
   // add that follows takes its first operand's (permuted) layout, so from the first block's
   // attention on the residual stream is not contiguous, and every LayerNorm copies its input.
@@ -126,7 +126,7 @@ void build_vit(GraphBuilder& g, const ModelConfig& model) {
   // x[:, 0]: a select view; its backward zero-fills a grad of the full [b, s, h].
   TensorId first = g.view(x, "class_token_out", static_cast<uint64_t>(batch * hidden));
   OpNode& select = g.add_op(OpKind::View, "class_token_out", {x}, {first}, {GradRule::New});
-  if (torch_1) {
+  if (torch_release_facts(g.context().torch_version).select_backward_clones_zeros) {
     // torch 1.13's select_backward is zeros + select_scatter, which clones them: a second
     // full-size buffer, the zeros dying inside (op_probe.py layer_norm_select_contig:
     // bwd +zeros +grad -zeros).

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "planner/torch_release_facts.h"
 #include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
@@ -165,7 +166,7 @@ void GraphBuilder::finish_op(OpNode& op) {
   // well as their result, so autograd kept both (pytorch#64000, fixed by pytorch#65242): one
   // more score-sized tensor per eager attention, and the logits alive until backward.
   const bool softmax_like = op.kind == OpKind::Softmax || op.kind == OpKind::LogSoftmax;
-  if (softmax_like && context_.torch_version < 111 && !op.inputs.empty() &&
+  if (softmax_like && torch_release_facts(context_.torch_version).softmax_saves_input && !op.inputs.empty() &&
       std::find(op.saved.begin(), op.saved.end(), op.inputs.front()) == op.saved.end()) {
     op.saved.push_back(op.inputs.front());
   }

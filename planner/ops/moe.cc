@@ -1,6 +1,7 @@
 // Mixture-of-experts ops: top-k routing (fp32 softmax, topk, renormalisation, cast), row
 // gathers by an index (x[top_x]), index_add_ into an accumulator, sigmoid and row means.
 #include "planner/ops/op_catalogue.h"
+#include "planner/torch_release_facts.h"
 
 namespace oomcast::planner::ops {
 
@@ -80,7 +81,7 @@ TensorId mean_rows(GraphBuilder& g, std::string_view leaf, TensorId x, uint64_t 
   std::string name(leaf);
   TensorId out = g.activation(name, numel, g.tensor(x).dtype);
   OpNode& op = g.add_op(OpKind::Mean, name, {x}, {out}, {GradRule::New});
-  if (g.context().torch_version < 200) op.saved.push_back(x);  // see rms_norm: 1.13 saves self
+  if (torch_release_facts(g.context().torch_version).mean_saves_input) op.saved.push_back(x);  // 1.x saves self
   g.finish_op(op);
   return out;
 }

@@ -1,6 +1,7 @@
 // Normalisations: nn.LayerNorm (native_layer_norm, autocast fp32 class) and HF's Python
 // RMSNorm (LlamaRMSNorm), which is a chain of primitive ops each saving its own operands.
 #include "planner/ops/op_catalogue.h"
+#include "planner/torch_release_facts.h"
 
 namespace oomcast::planner::ops {
 
@@ -52,11 +53,9 @@ TensorId rms_normalize(GraphBuilder& g, const std::string& name, TensorId x32, i
   g.finish_op(pow_op);
   TensorId variance = g.activation(name + ".variance", rows, DType::Float32);
   OpNode& mean_op = g.add_op(OpKind::Mean, name + ".mean", {squared}, {variance}, {GradRule::New});
-  // torch < 2.0: MeanBackward1 saves `self` (its formula takes self.numel(), which the 1.13
-  // codegen cannot save as a size), so the squared input lives until the backward; 2.x saves
-  // only sym_sizes/sym_numel. Probe (validate/op_probe.py pow_mean, torch 1.13): the pow
-  // output a0 is freed in the backward, after the mean's grad.
-  if (g.context().torch_version < 200) mean_op.saved = {squared};
+  // Whether MeanBackward1 saves `self` (torch 1.x) or only its sizes (2.x): the squared input
+  // then lives until the backward (planner/torch_release_facts.yaml, mean_saves_input).
+  if (torch_release_facts(g.context().torch_version).mean_saves_input) mean_op.saved = {squared};
   g.finish_op(mean_op);
   // rsqrt(variance + eps): the add makes a small tensor, rsqrt saves its result.
   TensorId shifted = g.activation(name + ".variance_eps", rows, DType::Float32);
