@@ -3,7 +3,7 @@
 # transformers' own class, the planned parameter count equal to model.num_parameters(), and a
 # training step planned at a size the capture did not run within the CPU validation's tolerance
 # of the same class run for real. Skipped (exit 77) where the python has no torch or
-# transformers (OOMCAST_CAPTURE_PYTHON, or $OOMCAST_VALIDATE_PYTHON at test time).
+# transformers (OOMCAST_PYTHON, the venv; or $OOMCAST_VALIDATE_PYTHON at test time); under CI=true a missing torch fails.
 # Also: an HF config.json whose model_type no family reads, planned through that capture.
 file(GLOB OOMCAST_HF_ARCHITECTURES LIST_DIRECTORIES true CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/validate/hf_architectures/*)
 foreach(dir ${OOMCAST_HF_ARCHITECTURES})
@@ -12,7 +12,7 @@ foreach(dir ${OOMCAST_HF_ARCHITECTURES})
   endif()
   get_filename_component(name ${dir} NAME)
   add_test(NAME hf_capture.${name}
-           COMMAND sh ${PROJECT_SOURCE_DIR}/capture/tests/with_python.sh ${OOMCAST_CAPTURE_PYTHON}
+           COMMAND sh ${PROJECT_SOURCE_DIR}/validate/with_python.sh ${OOMCAST_PYTHON}
                    ${PROJECT_SOURCE_DIR}/validate/check_hf_architecture.py ${name}
                    --oomcast $<TARGET_FILE:oomcast> --out ${PROJECT_BINARY_DIR}/hf_capture
                    --tolerance ${OOMCAST_VALIDATION_TOLERANCE})
@@ -22,7 +22,7 @@ endforeach()
 # for the config; a class it lacks): one line, exit 2.
 foreach(case unknown_model_type unknown_class)
   add_test(NAME hf_capture.bad.${case}
-           COMMAND sh ${PROJECT_SOURCE_DIR}/capture/tests/with_python.sh ${OOMCAST_CAPTURE_PYTHON}
+           COMMAND sh ${PROJECT_SOURCE_DIR}/validate/with_python.sh ${OOMCAST_PYTHON}
                    ${PROJECT_SOURCE_DIR}/capture/tests/check_hf_refusal.py ${case})
   set_tests_properties(hf_capture.bad.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS hf_capture)
 endforeach()
