@@ -222,15 +222,7 @@ Scenario with_parameter(const Scenario& scenario, SearchParam param, int64_t val
 }
 
 uint64_t usable_bytes_of(const Scenario& scenario) {
-  // The same rule as predict(): total minus what lives outside the allocator, capped by
-  // set_per_process_memory_fraction.
-  const sim::DeviceModel& model = scenario.device.model;
-  uint64_t outside = model.context_bytes + model.other_process_bytes;
-  uint64_t usable = model.total_bytes > outside ? model.total_bytes - outside : 0;
-  if (model.memory_fraction > 0.0) {
-    usable = std::min(usable, static_cast<uint64_t>(model.memory_fraction * static_cast<double>(model.total_bytes)));
-  }
-  return usable;
+  return scenario.device.model.usable_bytes();
 }
 
 Scenario with_margin(const Scenario& scenario, double margin) {

@@ -26,14 +26,6 @@ sim::DeviceModel device_with_usable(uint64_t usable, const std::optional<sim::De
   return device;
 }
 
-uint64_t usable_of(const sim::DeviceModel& device) {
-  uint64_t outside = device.context_bytes + device.other_process_bytes;
-  uint64_t usable = device.total_bytes > outside ? device.total_bytes - outside : 0;
-  if (device.memory_fraction > 0.0)
-    usable = std::min<uint64_t>(usable, static_cast<uint64_t>(device.memory_fraction * static_cast<double>(device.total_bytes)));
-  return usable;
-}
-
 // The trace event after which entry `entry` happened: the last event from an earlier entry.
 size_t event_before_entry(const std::vector<int64_t>& entry_of_event, int64_t entry) {
   auto after = std::lower_bound(entry_of_event.begin(), entry_of_event.end(), entry);
@@ -71,7 +63,7 @@ sim::AllocatorConfig with_setting(const sim::AllocatorConfig& recorded, const st
 FixTrial replay_fix(const std::string& name, const sim::Snapshot& snapshot, int device_index, const FixReplay& setup) {
   FixTrial trial;
   const sim::DeviceModel device = setup.device ? *setup.device : sim::DeviceModel::unlimited();
-  trial.usable_bytes = setup.device ? usable_of(device) : 0;
+  trial.usable_bytes = setup.device ? device.usable_bytes() : 0;
   bool request_failed = false;
   uint64_t peak_reserved = 0;
   auto observer = [&](size_t event, sim::Replayer& replayer) {
@@ -159,7 +151,7 @@ DoctorReport diagnose_snapshot(const std::string& name, const sim::Snapshot& sna
   uint64_t request_stream = 0;
   if (options.device) {
     out.device_total_bytes = options.device->total_bytes;
-    out.usable_bytes = usable_of(*options.device);
+    out.usable_bytes = options.device->usable_bytes();
   }
   if (oom_entry != entries.end()) {
     DoctorFailure failure;

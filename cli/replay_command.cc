@@ -150,16 +150,6 @@ sim::DeviceModel device_from_flags(const ReplayFlags& flags) {
   return device;
 }
 
-// What the allocator may reserve: total - context, capped by the fraction.
-uint64_t usable_bytes(const sim::DeviceModel& device) {
-  uint64_t outside = device.context_bytes + device.other_process_bytes;
-  uint64_t usable = device.total_bytes > outside ? device.total_bytes - outside : 0;
-  if (device.memory_fraction > 0.0) {
-    usable = std::min<uint64_t>(usable, static_cast<uint64_t>(device.memory_fraction * static_cast<double>(device.total_bytes)));
-  }
-  return usable;
-}
-
 void check_device_index(const sim::Snapshot& snapshot, const ReplayFlags& flags) {
   std::vector<int> devices = sim::snapshot_devices(snapshot);
   if (std::find(devices.begin(), devices.end(), flags.device_index) != devices.end()) return;
@@ -195,7 +185,7 @@ int run_replay(const ReplayFlags& flags) {
                          device.memory_fraction > 0.0 || device.context_bytes > 0;
     // A window that starts mid-run already holds its rebuilt segments: on a smaller device the
     // job would have died before the window began.
-    const bool starts_over = bounded && report.initial_reserved_bytes > usable_bytes(device);
+    const bool starts_over = bounded && report.initial_reserved_bytes > device.usable_bytes();
     bool reproduced = !report.first_mismatch;
     planner::SnapshotFrameTable frames = planner::frame_table_of(std::move(snapshot.frames));
     // The call-site tables describe the recorded run: on a smaller device the simulated run
@@ -242,7 +232,7 @@ int run_replay(const ReplayFlags& flags) {
       out["device"] = bounded ? nlohmann::json{{"total_bytes", device.total_bytes},
                                                {"context_bytes", device.context_bytes},
                                                {"memory_fraction", device.memory_fraction},
-                                               {"usable_bytes", usable_bytes(device)},
+                                               {"usable_bytes", device.usable_bytes()},
                                                {"window_starts_over_capacity", starts_over}}
                               : nlohmann::json(nullptr);
       print_replay_json(out, report.replay.marks);
@@ -277,7 +267,7 @@ int run_replay(const ReplayFlags& flags) {
       std::string text = planner::render_analysis_text(analysis, 10);
       std::fwrite(text.data(), 1, text.size(), stdout);
       if (bounded) {
-        fmt::print("  on a device with {} usable: {}\n", mib(usable_bytes(device)),
+        fmt::print("  on a device with {} usable: {}\n", mib(device.usable_bytes()),
                    starts_over ? "the window starts with " + mib(report.initial_reserved_bytes) +
                                      " reserved, more than fits: the job would have hit OOM before it"
                    : report.replay.oom ? fmt::format("OOM at event {} ({} allocations failed)",

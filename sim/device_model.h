@@ -19,6 +19,17 @@ struct DeviceModel {
     uint64_t used = context_bytes + other_process_bytes + reserved;
     return used >= total_bytes ? 0 : total_bytes - used;
   }
+  // What the allocator may reserve: the total less what lives outside it, capped by
+  // set_per_process_memory_fraction (which PyTorch takes of the total).
+  uint64_t usable_bytes() const {
+    uint64_t outside = context_bytes + other_process_bytes;
+    uint64_t usable = total_bytes > outside ? total_bytes - outside : 0;
+    if (memory_fraction > 0.0) {
+      const auto allowed = static_cast<uint64_t>(memory_fraction * static_cast<double>(total_bytes));
+      usable = usable < allowed ? usable : allowed;
+    }
+    return usable;
+  }
   // A device with effectively unlimited memory (for replaying recorded snapshots).
   static DeviceModel unlimited() {
     DeviceModel device;
