@@ -2,6 +2,7 @@
 // selective-checkpoint API: ops of the listed kinds are recomputed, the others' outputs kept),
 // and auto, resolved per block (each block full, selective or off, as the advisor chose).
 #include "planner/checkpointing.h"
+#include "planner/op_reads.h"
 
 #include <algorithm>
 #include <climits>
@@ -114,7 +115,7 @@ CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder&
       plan.recomputed[op_index] = 0;  // non-reentrant checkpoint stops once every saved tensor exists
       continue;
     }
-    for (TensorId in : op.inputs) {
+    for_each_read(op, [&](TensorId in) {
       TensorId storage = graph.tensors[in].storage;
       bool inside = has_producer[storage] && producer_unit[storage] == op.unit;
       const TensorRole role = graph.tensors[storage].role;
@@ -125,23 +126,23 @@ CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder&
         plan.unit_kept[u].push_back(storage);  // SAC caches the outputs of "save" ops
       }
       if (inside) plan.recompute_last_use[in] = std::max(plan.recompute_last_use[in], position);
-    }
+    });
   }
   // Outputs of recomputed ops used outside the unit (the block output, autocast casts held by
   // the cache) live until the recompute ends.
   for (uint32_t op_index : order.order) {
     const OpNode& op = graph.ops[op_index];
     if (op.unit < 0) continue;
-    for (TensorId in : op.inputs) {
+    for_each_read(op, [&](TensorId in) {
       int32_t unit = producer_unit[in];
       if (unit >= 0 && unit != op.unit && has_producer[in]) plan.recompute_last_use[in] = INT32_MAX;
-    }
+    });
   }
   for (const OpNode& op : graph.ops) {
     if (op.unit >= 0) continue;
-    for (TensorId in : op.inputs) {
+    for_each_read(op, [&](TensorId in) {
       if (producer_unit[in] >= 0) plan.recompute_last_use[in] = INT32_MAX;
-    }
+    });
   }
   for (auto& kept : plan.unit_kept) {
     std::sort(kept.begin(), kept.end());

@@ -3,6 +3,7 @@
 // Python references at the last use (or scope end), gradients are summed in place, .grad
 // steals the first incoming buffer and accumulates in place afterwards.
 #include "planner/graph_runner.h"
+#include "planner/op_reads.h"
 
 #include <algorithm>
 #include <climits>
@@ -234,13 +235,13 @@ void GraphRunner::recompute_unit(size_t unit) {
     }
     run_transients(op.forward_transients, true, &transients);
     for (uint32_t slot : transients) writer_->free(slot);
-    // Program references of the recomputed tensors end at their last recomputed use.
-    for (TensorId in : op.inputs) {
+    // Program references of the recomputed tensors end at their last recomputed read.
+    for_each_read(op, [&](TensorId in) {
       if (checkpoints_.recompute_last_use[in] == static_cast<int32_t>(position) && recompute_ref_[in]) {
         recompute_ref_[in] = 0;
         release(in);
       }
-    }
+    });
     for (TensorId out : op.outputs) {
       if (!is_tracked(out)) continue;
       int32_t last = checkpoints_.recompute_last_use[out];

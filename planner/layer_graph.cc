@@ -1,5 +1,6 @@
 // LayerGraph helpers and the Boost.Graph DAG that gives execution order and last uses.
 #include "planner/layer_graph.h"
+#include "planner/op_reads.h"
 
 #include <boost/graph/adjacency_list.hpp>
 #include <functional>
@@ -44,9 +45,9 @@ ExecutionOrder compute_execution_order(const LayerGraph& graph) {
 
   OpDag dag(num_ops);
   for (size_t op = 0; op < num_ops; ++op) {
-    for (TensorId in : graph.ops[op].inputs) {
+    for_each_read(graph.ops[op], [&](TensorId in) {
       if (producer[in] >= 0) boost::add_edge(static_cast<size_t>(producer[in]), op, TensorEdge{in}, dag);
-    }
+    });
   }
 
   // Kahn's algorithm with the smallest creation index first: any topological order is a
@@ -72,18 +73,18 @@ ExecutionOrder compute_execution_order(const LayerGraph& graph) {
   }
   if (result.order.size() != num_ops) throw std::logic_error("layer graph has a cycle");
 
-  // Last forward use of each tensor: the latest consumer along the graph's edges. Tensors
-  // with no producer (parameters, inputs) are consumed through edge-less inputs, so they
-  // are read from the op input lists.
+  // Last forward use of each tensor: the latest reader along the graph's edges (inputs and
+  // saved tensors). Tensors with no producer (parameters, inputs) are read through edge-less
+  // uses, so they are read from the ops' lists.
   result.last_use.assign(graph.tensors.size(), -1);
   for (size_t op = 0; op < num_ops; ++op) {
     for (auto [edge, end] = boost::in_edges(op, dag); edge != end; ++edge) {
       TensorId tensor = dag[*edge].tensor;
       result.last_use[tensor] = std::max(result.last_use[tensor], result.position[op]);
     }
-    for (TensorId in : graph.ops[op].inputs) {
+    for_each_read(graph.ops[op], [&](TensorId in) {
       if (producer[in] < 0) result.last_use[in] = std::max(result.last_use[in], result.position[op]);
-    }
+    });
   }
   return result;
 }
