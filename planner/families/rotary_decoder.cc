@@ -23,7 +23,15 @@ ops::AttentionShape causal_attention_shape(int64_t batch, int64_t heads, int64_t
 }
 
 TensorId grouped_query_attention(GraphBuilder& g, TensorId q_rot, TensorId k_rot, TensorId v,
-                                 ops::AttentionShape shape, bool repeat_kv, uint64_t q_numel) {
+                                 ops::AttentionShape shape, bool grouped, uint64_t q_numel) {
+  // transformers 5.24 (integrations/sdpa_attention.py, sdpa_attention_forward): with grouped kv
+  // heads, no attention mask and head_dim <= 256 (use_gqa_in_sdpa), SDPA gets k and v as they
+  // are and enable_gqa=True; torch 2.5+ runs that in the flash kernel without a copy, while the
+  // math kernel repeat_interleaves k and v (torch/nn/functional.py's reference of
+  // scaled_dot_product_attention), copies the size of repeat_kv's. The eager path
+  // (eager_attention_forward) calls repeat_kv.
+  const bool repeat_kv =
+      grouped && (g.context().attention != scenario::AttentionImpl::Flash || shape.head_dim > 256);
   if (repeat_kv) {
     // matmul then views the copies as 3-D without another copy.
     k_rot = ops::expand_copy(g, "repeat_k", k_rot, q_numel);

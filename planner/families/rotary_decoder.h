@@ -1,7 +1,7 @@
 // What the rotary decoder families (llama.cc: Llama, Mistral, Qwen, Gemma, Phi-3, MoE models;
 // gpt_neox.cc: GPT-NeoX, Phi-1.5/2, Falcon) build the same way, because HF's modelling code
-// for them does the same thing: the cos/sin tables computed once per forward, the repeat_kv
-// copies of grouped-query attention before the attention itself, and the causal-LM loss.
+// for them does the same thing: the cos/sin tables computed once per forward, grouped-query
+// attention (repeat_kv copies except under the flash kernel), and the causal-LM loss.
 #pragma once
 
 #include <cstdint>
@@ -22,11 +22,13 @@ RotaryTables rotary_tables(GraphBuilder& g, int64_t seq, int64_t dims, DType dty
 // The attention shape of a causal decoder's layers (per-layer switches are set by the caller).
 ops::AttentionShape causal_attention_shape(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim);
 
-// From the rotated q and k and the value to the attention's output: with fewer kv heads than
-// query heads, repeat_kv's expand + reshape makes contiguous copies of k and v with every query
-// head (`q_numel` elements). The locals q, k, v hold their last values until forward returns.
+// From the rotated q and k and the value to the attention's output. With fewer kv heads than
+// query heads (`grouped`), the flash kernel takes k and v as they are (SDPA's enable_gqa, as
+// transformers passes it); eager and math attention copy k and v to every query head
+// (`q_numel` elements: repeat_kv, or the math kernel's repeat_interleave). The locals q, k, v
+// hold their last values until forward returns.
 TensorId grouped_query_attention(GraphBuilder& g, TensorId q_rot, TensorId k_rot, TensorId v,
-                                 ops::AttentionShape shape, bool repeat_kv, uint64_t q_numel);
+                                 ops::AttentionShape shape, bool grouped, uint64_t q_numel);
 
 // HF's ForCausalLMLoss opening: logits.float() (held until the loss returns) and the padded
 // shift labels. Call inside the loss's scope; returns the fp32 logits and the labels.
