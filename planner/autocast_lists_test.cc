@@ -12,6 +12,8 @@
 #include "planner/ops/op_catalogue.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::OpKind;
+using oomcast::scenario::Precision;
 
 namespace {
 

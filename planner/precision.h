@@ -36,6 +36,6 @@ struct PrecisionRules {
   bool upcasts_to_fp32(std::string_view name, DType dtype) const;
 };
 
-PrecisionRules precision_rules(Precision precision);
+PrecisionRules precision_rules(scenario::Precision precision);
 
 }  // namespace oomcast::planner

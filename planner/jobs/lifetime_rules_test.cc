@@ -12,8 +12,12 @@
 
 using namespace oomcast::planner;
 using oomcast::planner::testing::check_schedule;
-using oomcast::planner::testing::cpu_scenario;
-using oomcast::planner::testing::inline_model;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::JobKind;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::testing::cpu_scenario;
+using oomcast::scenario::testing::inline_model;
 
 namespace {
 

@@ -50,6 +50,8 @@ void add_onednn_buffers(GraphBuilder& g, const std::string& name, OpNode& op, co
 
 }  // namespace
 
+using scenario::OpKind;
+
 TensorId conv2d(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, TensorId bias,
                 const ConvShape& shape, int64_t* height, int64_t* width) {
   std::string name(leaf);
