@@ -238,14 +238,24 @@ def _cached_gpt2_attention(attn, x, cache, layer, pos):
     return attn.resid_dropout(attn.c_proj(y))
 
 
+def _cached_gpt2_block(block, x, cache, layer, pos):
+    """nanoGPT's Block.forward: its own frame, so the caller's `x` lives until it returns."""
+    x = x + _cached_gpt2_attention(block.attn, block.ln_1(x), cache, layer, pos)
+    x = x + block.mlp(block.ln_2(x))
+    return x
+
+
 def _cached_gpt2_forward(model, ids, cache, pos, last_only):
-    """nanoGPT's GPT forward over `ids` at positions pos.. with the cache."""
+    """nanoGPT's GPT forward over `ids` at positions pos.. with the cache (pos, tok_emb and
+    pos_emb are locals that live until it returns, as in GPT.forward)."""
     T = ids.shape[1]
     tr = model.transformer
-    x = tr.drop(tr.wte(ids) + tr.wpe(torch.arange(pos, pos + T, dtype=torch.long, device=ids.device)))
+    positions = torch.arange(pos, pos + T, dtype=torch.long, device=ids.device)
+    tok_emb = tr.wte(ids)
+    pos_emb = tr.wpe(positions)
+    x = tr.drop(tok_emb + pos_emb)
     for i, block in enumerate(tr.h):
-        x = x + _cached_gpt2_attention(block.attn, block.ln_1(x), cache, i, pos)
-        x = x + block.mlp(block.ln_2(x))
+        x = _cached_gpt2_block(block, x, cache, i, pos)
     x = tr.ln_f(x)
     return model.lm_head(x[:, -1:, :] if last_only else x)
 
