@@ -32,6 +32,7 @@ TensorId grouped_query_attention(GraphBuilder& g, TensorId q_rot, TensorId k_rot
   // (eager_attention_forward) calls repeat_kv.
   const bool repeat_kv =
       grouped && (g.context().attention != scenario::AttentionImpl::Flash || shape.head_dim > 256);
+  g.cache_key_value(k_rot, v);  // the cache keeps them before repeat_kv
   if (repeat_kv) {
     // matmul then views the copies as 3-D without another copy.
     k_rot = ops::expand_copy(g, "repeat_k", k_rot, q_numel);
