@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import itertools
 import os
-import tempfile
 import types
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
@@ -59,6 +58,7 @@ class Graph:
     def saved_path(self) -> str:
         """A file holding the graph (a temporary one, written once), for a scenario's model:."""
         if self._saved is None:
+            import tempfile  # here, not at import: `import oomcast` stays light
             folder = tempfile.mkdtemp(prefix="oomcast-graph-")
             self._saved = self.save(os.path.join(folder, f"{self.document.get('name', 'model')}.graph.yaml"))
         return self._saved
@@ -105,7 +105,11 @@ def _optimizer_factory(optimizer: Any) -> Optional[Callable[..., Any]]:
     """optimizer(parameters) from an optimizer object (its class and defaults) or a factory."""
     if optimizer is None or callable(optimizer) and not hasattr(optimizer, "param_groups"):
         return optimizer
-    kind, defaults = type(optimizer), dict(getattr(optimizer, "defaults", {}))
+    import inspect
+    kind = type(optimizer)
+    # defaults may hold settings the constructor does not take (AdamW's decoupled_weight_decay)
+    accepted = inspect.signature(kind.__init__).parameters
+    defaults = {k: v for k, v in dict(getattr(optimizer, "defaults", {})).items() if k in accepted}
     return lambda parameters: kind(parameters, **defaults)
 
 
