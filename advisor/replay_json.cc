@@ -1,7 +1,7 @@
 // replay_result_json(), mark_json(), snapshot_replay_json(); see replay_json.h.
 #include "advisor/replay_json.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 nlohmann::json replay_result_json(const sim::ReplayResult& result) {
   nlohmann::json out;
@@ -70,4 +70,4 @@ nlohmann::json snapshot_replay_json(const sim::SnapshotReplayReport& report, con
   return out;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -10,7 +10,7 @@
 #include "sim/replay.h"
 #include "sim/snapshot_replay.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // Peaks, fragmentation, segments, OOM and memory_stats of one replay; no "marks" (a trace may
 // hold millions: the caller adds them, streamed or as mark_json rows).
@@ -25,4 +25,4 @@ nlohmann::json mark_json(const sim::MarkReport& mark);
 nlohmann::json snapshot_replay_json(const sim::SnapshotReplayReport& report, const SnapshotAnalysis& analysis,
                                     const sim::DeviceModel& device, bool bounded, bool starts_over);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -7,7 +7,7 @@
 #include "base/byte_size.h"
 #include "base/input_error.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 SearchMargin parse_search_margin(const std::string& text, const std::string& flag) {
   char* end = nullptr;
@@ -28,4 +28,4 @@ SearchMargin parse_search_margin(const std::string& text, const std::string& fla
   }
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

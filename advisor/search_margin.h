@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct SearchMargin {
   double fraction = 0.0;  // of usable memory
@@ -16,4 +16,4 @@ struct SearchMargin {
 // Throws InputError naming `flag` when `text` is neither a fraction, a percentage nor an amount.
 SearchMargin parse_search_margin(const std::string& text, const std::string& flag = "--margin");
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

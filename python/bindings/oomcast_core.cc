@@ -42,31 +42,31 @@ namespace oomcast::python {
 namespace {
 
 // A scenario as Python gives it: a path, or YAML text (a dict, written as JSON) named `path`.
-planner::ScenarioSource scenario_source(const std::string& path, const std::optional<std::string>& text,
+scenario::ScenarioSource scenario_source(const std::string& path, const std::optional<std::string>& text,
                                         const std::vector<std::string>& overrides) {
-  return text ? planner::ScenarioSource::yaml(*text, path, overrides) : planner::ScenarioSource::file(path, overrides);
+  return text ? scenario::ScenarioSource::yaml(*text, path, overrides) : scenario::ScenarioSource::file(path, overrides);
 }
 
 // One plan: the scenario and its prediction, as `oomcast plan` computes them.
 struct PlanResult {
-  planner::Scenario scenario;
-  planner::Prediction prediction;
+  scenario::Scenario scenario;
+  advisor::Prediction prediction;
 
-  std::string json() const { return planner::render_json(prediction); }
-  std::string text() const { return planner::render_text(prediction); }
+  std::string json() const { return advisor::render_json(prediction); }
+  std::string text() const { return advisor::render_text(prediction); }
   // The HTML page and the snapshot need every event: the whole schedule, as `plan --html` plans it.
   std::string html() const {
     planner::PlannedTrace planned = planner::plan_steps(scenario);
-    planner::Prediction whole = planner::predict_planned(scenario, planned);
-    return planner::render_html(planner::plan_html_report(scenario, planned, whole));
+    advisor::Prediction whole = advisor::predict_planned(scenario, planned);
+    return advisor::render_html(advisor::plan_html_report(scenario, planned, whole));
   }
   void write_html(const std::string& path) const {
     planner::PlannedTrace planned = planner::plan_steps(scenario);
-    planner::Prediction whole = planner::predict_planned(scenario, planned);
-    planner::write_html_report(planner::plan_html_report(scenario, planned, whole), path, "to_html");
+    advisor::Prediction whole = advisor::predict_planned(scenario, planned);
+    advisor::write_html_report(advisor::plan_html_report(scenario, planned, whole), path, "to_html");
   }
   void write_snapshot(const std::string& path) const {
-    planner::export_plan_snapshot(path, scenario, planner::plan_steps(scenario));
+    advisor::export_plan_snapshot(path, scenario, planner::plan_steps(scenario));
   }
 };
 
@@ -75,8 +75,8 @@ PlanResult plan(const std::string& path, const std::optional<std::string>& text,
   nb::gil_scoped_release unlocked;
   PlanResult result;
   result.scenario = scenario_source(path, text, overrides).load();
-  result.prediction = planner::predict(result.scenario);  // as `oomcast plan` without output files
-  planner::add_moe_routing_cases(result.prediction);
+  result.prediction = advisor::predict(result.scenario);  // as `oomcast plan` without output files
+  advisor::add_moe_routing_cases(result.prediction);
   return result;
 }
 
@@ -106,9 +106,9 @@ std::string replay(const std::string& name, const std::optional<nb::bytes>& pick
   if (!snapshot) {
     sim::AllocatorConfig config = sim::parse_alloc_conf(alloc_conf.value_or(""), sim::AllocatorConfig{});
     sim::ReplayResult result = sim::replay(sim::read_trace_file(name), config, device, sim::ReplayOptions{});
-    nlohmann::json out = planner::replay_result_json(result);
+    nlohmann::json out = advisor::replay_result_json(result);
     out["marks"] = nlohmann::json::array();
-    for (const sim::MarkReport& mark : result.marks) out["marks"].push_back(planner::mark_json(mark));
+    for (const sim::MarkReport& mark : result.marks) out["marks"].push_back(advisor::mark_json(mark));
     return out.dump();
   }
   // As cli/replay_command.cc: the recorded settings unless alloc_conf is given; the call sites
@@ -118,14 +118,14 @@ std::string replay(const std::string& name, const std::optional<nb::bytes>& pick
   config.torch_version = sim::AllocatorConfig{}.torch_version;
   sim::SnapshotReplayReport report = sim::replay_snapshot(*snapshot, config, name, device_index, false, {}, device);
   const bool starts_over = bounded && report.initial_reserved_bytes > device.usable_bytes();
-  planner::SnapshotFrameTable frames = planner::frame_table_of(std::move(snapshot->frames));
+  advisor::SnapshotFrameTable frames = advisor::frame_table_of(std::move(snapshot->frames));
   std::optional<sim::SnapshotReplayReport> recorded_run;
   if (bounded) recorded_run = sim::replay_snapshot(*snapshot, config, name, device_index);
-  planner::SnapshotAnalysis analysis =
-      planner::analyze_snapshot(name, *snapshot, config, device_index, recorded_run ? *recorded_run : report, frames);
-  nlohmann::json out = planner::snapshot_replay_json(report, analysis, device, bounded, starts_over);
+  advisor::SnapshotAnalysis analysis =
+      advisor::analyze_snapshot(name, *snapshot, config, device_index, recorded_run ? *recorded_run : report, frames);
+  nlohmann::json out = advisor::snapshot_replay_json(report, analysis, device, bounded, starts_over);
   out["marks"] = nlohmann::json::array();
-  for (const sim::MarkReport& mark : report.replay.marks) out["marks"].push_back(planner::mark_json(mark));
+  for (const sim::MarkReport& mark : report.replay.marks) out["marks"].push_back(advisor::mark_json(mark));
   return out.dump();
 }
 
@@ -137,28 +137,28 @@ nb::tuple search(const std::string& path, const std::optional<std::string>& text
   std::string json, report;
   {
     nb::gil_scoped_release unlocked;
-    const planner::SearchMargin margin = planner::parse_search_margin(margin_text, "margin");
-    const planner::ScenarioSource source = scenario_source(path, text, overrides);
+    const advisor::SearchMargin margin = advisor::parse_search_margin(margin_text, "margin");
+    const scenario::ScenarioSource source = scenario_source(path, text, overrides);
     if (keep_global_batch > 0) {
-      planner::GlobalBatchOptions options;
+      advisor::GlobalBatchOptions options;
       options.global_batch = keep_global_batch;
       options.margin = margin.fraction;
       options.margin_bytes = margin.bytes;
       if (jobs > 0) options.jobs = jobs;
-      planner::GlobalBatchResult result = planner::search_keep_global_batch(source, options);
-      json = planner::render_global_batch_json(result);
-      report = planner::render_global_batch_text(result);
+      advisor::GlobalBatchResult result = advisor::search_keep_global_batch(source, options);
+      json = advisor::render_global_batch_json(result);
+      report = advisor::render_global_batch_text(result);
     } else {
-      planner::SearchOptions options;
-      options.param = planner::parse_search_param(param);
+      advisor::SearchOptions options;
+      options.param = advisor::parse_search_param(param);
       options.margin = margin.fraction;
       options.margin_bytes = margin.bytes;
       options.max_value = max_value;
       options.with_fit = fit;
       if (jobs > 0) options.jobs = jobs;
-      planner::SearchResult result = planner::search_max_fitting(source, options);
-      json = planner::render_search_json(result);
-      report = planner::render_search_text(result);
+      advisor::SearchResult result = advisor::search_max_fitting(source, options);
+      json = advisor::render_search_json(result);
+      report = advisor::render_search_text(result);
     }
   }
   return nb::make_tuple(json, report);
@@ -168,10 +168,10 @@ nb::tuple search(const std::string& path, const std::optional<std::string>& text
 std::string sweep(const std::string& path, const std::optional<std::string>& text,
                   const std::vector<std::string>& overrides, const std::string& grid, size_t jobs) {
   nb::gil_scoped_release unlocked;
-  std::vector<planner::GridAxis> axes = planner::parse_grid(grid);
-  planner::SweepOptions options;
+  std::vector<advisor::GridAxis> axes = advisor::parse_grid(grid);
+  advisor::SweepOptions options;
   if (jobs > 0) options.jobs = jobs;
-  return planner::render_sweep_json(planner::run_sweep(scenario_source(path, text, overrides), axes, options));
+  return advisor::render_sweep_json(advisor::run_sweep(scenario_source(path, text, overrides), axes, options));
 }
 
 // `oomcast whatif --json` (and its text): the OOM patterns and the simulated fixes.
@@ -180,12 +180,12 @@ nb::tuple whatif(const std::string& path, const std::optional<std::string>& text
   std::string json, report;
   {
     nb::gil_scoped_release unlocked;
-    planner::DiagnoseOptions options;
+    advisor::DiagnoseOptions options;
     options.with_fit = fit;
     if (jobs > 0) options.jobs = jobs;
-    planner::Diagnosis diagnosis = planner::diagnose(scenario_source(path, text, overrides), options);
-    json = planner::render_whatif_json(diagnosis);
-    report = planner::render_whatif_text(diagnosis);
+    advisor::Diagnosis diagnosis = advisor::diagnose(scenario_source(path, text, overrides), options);
+    json = advisor::render_whatif_json(diagnosis);
+    report = advisor::render_whatif_text(diagnosis);
   }
   return nb::make_tuple(json, report);
 }
