@@ -31,15 +31,17 @@ def parse_sizes(items):
     return out
 
 
-def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None):
-    """(document, summary) for the model file; raises CaptureError on bad input."""
+def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None, user=None):
+    """(document, summary) for the model file; raises CaptureError on bad input. `user`, when
+    given, stands for the imported file (model(), batch(), optional loss/optimizer/sizes), and
+    model_path only names it: oomcast.capture() passes a live module that way."""
     import runner
     import symbolic
     from graph_build import GraphBuilder
     from recorder import CaptureError
     from repeats import fold_repeats
 
-    user = runner.load_model_file(model_path)
+    user = user or runner.load_model_file(model_path)
     keys = runner.size_keys(user)
     if "batch_size" not in keys:
         raise CaptureError(f"{model_path}: batch() takes no batch_size keyword argument")

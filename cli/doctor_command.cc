@@ -8,7 +8,7 @@
 #include "advisor/html_report.h"
 #include "advisor/snapshot_doctor.h"
 #include "base/input_error.h"
-#include "cli/byte_size.h"
+#include "base/byte_size.h"
 #include "cli/commands.h"
 #include "cli/output_files.h"
 #include "sim/snapshot.h"

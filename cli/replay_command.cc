@@ -14,9 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "advisor/html_report_replay.h"
+#include "advisor/replay_json.h"
 #include "advisor/snapshot_analysis.h"
 #include "base/input_error.h"
-#include "cli/byte_size.h"
+#include "base/byte_size.h"
 #include "cli/output_files.h"
 #include "cli/commands.h"
 #include "cli/environment.h"
@@ -72,13 +73,7 @@ void print_replay_json(const nlohmann::json& out, const std::vector<sim::MarkRep
   std::fwrite(text.data(), 1, at, stdout);
   std::fputs(marks.empty() ? "[]" : "[", stdout);
   for (size_t i = 0; i < marks.size(); ++i) {
-    const sim::MarkReport& mark = marks[i];
-    const nlohmann::json row = {{"label", mark.label},
-                                {"event", mark.event_index},
-                                {"allocated_bytes", mark.allocated_bytes},
-                                {"reserved_bytes", mark.reserved_bytes},
-                                {"peak_allocated_bytes", mark.peak_allocated_bytes},
-                                {"peak_reserved_bytes", mark.peak_reserved_bytes}};
+    const nlohmann::json row = advisor::mark_json(marks[i]);
     fmt::print("{}\n    {}", i == 0 ? "" : ",", row.dump());
   }
   if (!marks.empty()) std::fputs("\n  ]", stdout);
@@ -87,23 +82,8 @@ void print_replay_json(const nlohmann::json& out, const std::vector<sim::MarkRep
 }
 
 nlohmann::json replay_json(const sim::ReplayResult& result) {
-  nlohmann::json out;
-  out["events"] = result.events_replayed;
-  out["peak_allocated_bytes"] = result.peak_allocated_bytes;
-  out["peak_reserved_bytes"] = result.peak_reserved_bytes;
-  out["peak_allocated_event"] = result.peak_allocated_event;
-  out["reserved_at_peak_allocated_bytes"] = result.reserved_at_peak_allocated;
-  out["fragmentation_at_peak_bytes"] = result.reserved_at_peak_allocated - result.peak_allocated_bytes;
-  out["inactive_split_at_peak_bytes"] = result.inactive_split_at_peak_allocated;
-  out["segment_allocs"] = result.segment_allocs;
-  out["segment_frees"] = result.segment_frees;
-  out["num_ooms"] = result.num_ooms;
-  out["oom_message"] = result.oom ? nlohmann::json(result.oom->message) : nlohmann::json(nullptr);
-  out["oom_event"] = result.oom ? nlohmann::json(result.oom->event_index) : nlohmann::json(nullptr);
+  nlohmann::json out = advisor::replay_result_json(result);
   out["marks"] = kMarksPlaceholder;  // streamed by print_replay_json, one mark at a time
-  nlohmann::json stats;
-  for (const auto& [key, value] : result.final_stats.as_flat_map()) stats[key] = value;
-  out["memory_stats"] = stats;
   return out;
 }
 
@@ -202,39 +182,8 @@ int run_replay(const ReplayFlags& flags) {
       write_html_report(page, flags.html);
     }
     if (flags.json) {
-      nlohmann::json out = replay_json(report.replay);
-      out["events"] = report.trace.events.size();
-      nlohmann::json recorded;
-      recorded["segment_decisions"] = report.recorded_segment_decisions;
-      recorded["segment_decisions_matched"] = report.segment_decisions_matched;
-      recorded["peak_reserved_bytes"] = report.recorded_peak_reserved_bytes;
-      recorded["peak_allocated_bytes"] = report.recorded_peak_allocated_bytes;
-      recorded["block_addresses_checked"] = report.block_addresses_checked;
-      recorded["block_addresses_matched"] = report.block_addresses_matched;
-      recorded["starts_empty"] = report.starts_empty;
-      recorded["initial_segments"] = report.initial_segments;
-      recorded["initial_allocated_blocks"] = report.initial_allocated_blocks;
-      recorded["initial_reserved_bytes"] = report.initial_reserved_bytes;
-      recorded["recorded_oom"] = report.recorded_oom;
-      recorded["devices_in_file"] = report.devices_in_file;
-      if (report.first_mismatch) {
-        recorded["first_mismatch"] = {{"decision_index", report.first_mismatch->decision_index},
-                                      {"snapshot_event", report.first_mismatch->snapshot_event},
-                                      {"recorded", report.first_mismatch->recorded},
-                                      {"simulated", report.first_mismatch->simulated}};
-      } else {
-        recorded["first_mismatch"] = nullptr;
-      }
-      out["recorded"] = recorded;
-      out["analysis"] = advisor::analysis_json(analysis, 20);
-      out["analysis"]["run"] = "recorded";  // without the device limit, whatever --device-memory says
-      out["analysis"]["peak_allocated_bytes"] = analysis.peak_allocated_bytes;
-      out["device"] = bounded ? nlohmann::json{{"total_bytes", device.total_bytes},
-                                               {"context_bytes", device.context_bytes},
-                                               {"memory_fraction", device.memory_fraction},
-                                               {"usable_bytes", device.usable_bytes()},
-                                               {"window_starts_over_capacity", starts_over}}
-                              : nlohmann::json(nullptr);
+      nlohmann::json out = advisor::snapshot_replay_json(report, analysis, device, bounded, starts_over);
+      out["marks"] = kMarksPlaceholder;
       print_replay_json(out, report.replay.marks);
     } else {
       print_replay_text(flags.file, report.replay);

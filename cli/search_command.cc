@@ -2,9 +2,7 @@
 // [--max N] [--set k=v]... [--fit] [--json]`: the largest value that fits with the margin left
 // free; `--keep-global-batch N`: the largest micro-batch (and its accumulation) of a global
 // batch N. Exit code 0 when some value fits, 1 when none does.
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,7 +12,7 @@
 #include "cli/environment.h"
 #include "advisor/global_batch_search.h"
 #include "advisor/search.h"
-#include "cli/byte_size.h"
+#include "advisor/search_margin.h"
 
 namespace oomcast::cli {
 
@@ -36,32 +34,8 @@ struct SearchFlags {
   bool param_given = false;
 };
 
-struct MarginFlag {
-  double fraction = 0.0;
-  uint64_t bytes = 0;
-};
-
-// "5%" or "0.05" -> a fraction of usable memory; "2GiB", "512MiB" -> an absolute amount.
-MarginFlag parse_margin(const std::string& text) {
-  char* end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  bool percent = end && *end == '%';
-  if (end != text.c_str() && (*end == '\0' || (percent && end[1] == '\0'))) {
-    if (!std::isfinite(value)) {  // nan would compare false everywhere and answer "nothing fits"
-      throw InputError(SourceLocation{}, "--margin", "--margin must be a number in [0%, 100%); got '" + text + "'");
-    }
-    return MarginFlag{percent ? value / 100.0 : value, 0};
-  }
-  try {
-    return MarginFlag{0.0, parse_byte_size(text, "--margin")};
-  } catch (const InputError&) {
-    throw InputError(SourceLocation{}, "--margin",
-                     "--margin must be a fraction (0.05), a percentage (5%) or an amount (2GiB, 512MiB); got '" + text +
-                         "'");
-  }
-}
-
-int run_keep_global_batch(const SearchFlags& flags, const scenario::ScenarioSource& source, const MarginFlag& margin) {
+int run_keep_global_batch(const SearchFlags& flags, const scenario::ScenarioSource& source,
+                          const advisor::SearchMargin& margin) {
   advisor::GlobalBatchOptions options;
   options.global_batch = flags.keep_global_batch;
   options.margin = margin.fraction;
@@ -74,7 +48,7 @@ int run_keep_global_batch(const SearchFlags& flags, const scenario::ScenarioSour
 }
 
 int run_search(const SearchFlags& flags) {
-  MarginFlag margin = parse_margin(flags.margin);
+  advisor::SearchMargin margin = advisor::parse_search_margin(flags.margin);
   scenario::ScenarioSource source =
       scenario::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
   if (flags.keep_global_batch > 0) {

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -122,6 +123,10 @@ bool looks_like_path(const std::string& reference) {
 
 std::string models_directory() {
   std::error_code error;
+  // The Python package sets it to the presets it carries (a wheel has no source tree).
+  if (const char* packaged = std::getenv("OOMCAST_MODELS_DIR"); packaged && fs::is_directory(packaged, error)) {
+    return packaged;
+  }
   fs::path source = fs::path(OOMCAST_SOURCE_DIR) / "models";
   if (fs::is_directory(source, error)) return source.string();
   fs::path exe = fs::read_symlink("/proc/self/exe", error);

@@ -1,15 +1,17 @@
 # Fails when a folder includes a folder above it in the flow, or a third-party library its
-# layer must not use. The flow, lowest first: base, sim, scenario, planner, advisor, cli;
-# each folder may include only itself and the folders before it (bench/, fuzz/, tests/ and
-# validate/ sit outside the chain and may include any library folder).
+# layer must not use. The flow, lowest first: base, sim, scenario, planner, advisor, then the
+# two front ends side by side: cli (the executable) and python/bindings (the Python extension);
+# each folder may include only itself and the folders before it, and neither front end the
+# other (bench/, fuzz/, tests/ and validate/ sit outside the chain and may include any library
+# folder).
 set(LAYERS base sim scenario planner advisor cli)
 # Third-party headers each layer may not include (sim stays standard-library only).
-set(FORBIDDEN_base "yaml-cpp|boost/|Eigen|CLI/|nlohmann|fmt/")
-set(FORBIDDEN_sim "yaml-cpp|boost/|Eigen|CLI/|nlohmann|fmt/")
-set(FORBIDDEN_scenario "boost/|Eigen|CLI/")
-set(FORBIDDEN_planner "Eigen|CLI/")
-set(FORBIDDEN_advisor "CLI/")
-set(FORBIDDEN_cli "")
+set(FORBIDDEN_base "yaml-cpp|boost/|Eigen|CLI/|nlohmann|fmt/|nanobind/|Python.h")
+set(FORBIDDEN_sim "yaml-cpp|boost/|Eigen|CLI/|nlohmann|fmt/|nanobind/|Python.h")
+set(FORBIDDEN_scenario "boost/|Eigen|CLI/|nanobind/|Python.h")
+set(FORBIDDEN_planner "Eigen|CLI/|nanobind/|Python.h")
+set(FORBIDDEN_advisor "CLI/|nanobind/|Python.h")
+set(FORBIDDEN_cli "nanobind/|Python.h")
 
 # names_after(OUT LIST INDEX): the entries of LIST after position INDEX (the ones above it).
 function(names_after out list index)
@@ -60,6 +62,16 @@ foreach(index RANGE ${last})
   math(EXPR checked "${checked} + ${file_count}")
 endforeach()
 
+# python/bindings sits where cli sits: above advisor, beside cli (it calls the functions the
+# CLI's commands call, never the CLI), and cli must not include python/ either.
+file(GLOB_RECURSE binding_files ${SOURCE_DIR}/python/bindings/*.h ${SOURCE_DIR}/python/bindings/*.cc)
+check_includes(WHO python/bindings/ FILES ${binding_files} ABOVE cli python FORBIDDEN "CLI/"
+               RULE "it sits beside cli, above advisor")
+list(LENGTH binding_files binding_count)
+math(EXPR checked "${checked} + ${binding_count}")
+file(GLOB_RECURSE cli_files ${SOURCE_DIR}/cli/*.h ${SOURCE_DIR}/cli/*.cc)
+check_includes(WHO cli/ FILES ${cli_files} ABOVE python RULE "the two front ends sit side by side")
+
 # Inside planner/ the same rule between its rooms, lowest first: ops (the op catalogue),
 # families (the model builders), parallel (the data-parallel ranks), timing (the step-time
 # model: reads the layer graph and the device's throughput, never writes an allocation), jobs
@@ -103,4 +115,4 @@ endif()
 if(checked LESS ${MIN_FILES})
   message(FATAL_ERROR "layering: only ${checked} files found under ${SOURCE_DIR}: wrong SOURCE_DIR?")
 endif()
-message(STATUS "layering: ${checked} files in ${LAYERS} include only their own folder and those below it; inside planner/: ${PLANNER_ROOMS}")
+message(STATUS "layering: ${checked} files in ${LAYERS} and python/bindings include only their own folder and those below it; inside planner/: ${PLANNER_ROOMS}")
