@@ -238,7 +238,7 @@ class GraphBuilder:
 
     def grad_rule(self, op, tid, aliased):
         r = self.t(tid)
-        if r.dtype not in FLOATING or not r.requires_grad:
+        if r.dtype not in FLOATING or not op.input_requires_grad.get(tid, r.requires_grad):
             return "none"
         if not any(self.t(o).requires_grad for o in op.outputs):
             return "none"  # no autograd history (empty_like, comparisons, factories)

@@ -32,15 +32,18 @@ def size_plan(keys, declared):
 DEFAULT_VALUES = {"batch_size": [2, 3, 5], "seq_len": [16, 24, 40], "image_size": [64, 96, 160]}
 
 
-def check_same_structure(recordings, plan, describe_op):
-    """Every run must record the same ops on the same tensors; only shapes may differ."""
+def check_same_structure(recordings, plan, describe_op, describe_tensor=None):
+    """Every run must record the same ops on the same tensors; only shapes may differ. The
+    refusal says what differs: the op, its module, or which input, output or saved tensor."""
     base = recordings[0]
+    describe_tensor = describe_tensor or (lambda rec, tid: f"tensor {tid}")
     for run, rec in zip(plan[1:], recordings[1:]):
         where = ", ".join(f"{k}={v}" for k, v in run.items())
         for i, (a, b) in enumerate(zip(base.ops, rec.ops)):
-            if (a.op, a.module, a.inputs, a.outputs, a.saved) != (b.op, b.module, b.inputs, b.outputs, b.saved):
-                raise CaptureError(f"the program changes with the sizes: op {i} is {describe_op(base, a)} "
-                                   f"at {_kw(plan[0])} but {describe_op(rec, b)} at {where} (size-dependent "
+            difference = _op_difference(base, a, rec, b, describe_tensor)
+            if difference:
+                raise CaptureError(f"the program changes with the sizes: op {i} ({describe_op(base, a)}) "
+                                   f"{difference} at {_kw(plan[0])} and at {where} (size-dependent "
                                    f"control flow or data-dependent shapes cannot be written as one graph)")
         if len(base.ops) != len(rec.ops):
             raise CaptureError(f"the program changes with the sizes: {len(base.ops)} ops at {_kw(plan[0])}, "
@@ -49,6 +52,22 @@ def check_same_structure(recordings, plan, describe_op):
             if (a.dtype, len(a.shape), a.kind) != (b.dtype, len(b.shape), b.kind):
                 raise CaptureError(f"the program changes with the sizes: tensor {a.id} is {a.dtype}{list(a.shape)} "
                                    f"at {_kw(plan[0])} but {b.dtype}{list(b.shape)} at {where}")
+
+
+def _op_difference(base, a, rec, b, describe_tensor):
+    """What differs between op a of the base run and op b of another, in words; '' if nothing."""
+    if a.op != b.op:
+        return f"is {a.op} but {b.op}"
+    if a.module != b.module:
+        return f"runs in {a.module or 'the top level'} but in {b.module or 'the top level'}"
+    for role, xs, ys in (("input", a.inputs, b.inputs), ("output", a.outputs, b.outputs),
+                         ("saved tensor", a.saved, b.saved)):
+        if len(xs) != len(ys):
+            return f"has {len(xs)} vs {len(ys)} {role}s"
+        for n, (x, y) in enumerate(zip(xs, ys)):
+            if x != y:
+                return f"{role} {n} differs: {describe_tensor(base, x)} vs {describe_tensor(rec, y)}"
+    return ""
 
 
 def _kw(sizes):
