@@ -224,6 +224,8 @@ class GraphBuilder:
             r = self.t(oid)
             entry = {"name": self.name(oid), "shape": self.shape(oid)}
             base = r.inplace_of if r.inplace_of is not None else r.alias_of
+            if base is not None and self.is_scalar_constant(base):
+                base = None  # lift_fresh of a literal (torch.tensor(-inf)): the literal is not in the graph
             wide = _AS_FLOAT32_WORDS.get(r.dtype)
             if wide:  # a dtype the graph format lacks, written as float32 words of the same bytes
                 entry["shape"] = entry["shape"] + [wide]
