@@ -16,7 +16,7 @@ endforeach()
 # A bad model file: one line on stderr, exit 2, no graph file, in bounded time (loops_forever
 # waits out its --timeout 20 s; every other case ends as soon as it is refused).
 foreach(case no_model forward_fails data_dependent data_dependent_init loops_forever loops_over_ops
-        more_memory_than_the_machine missing_package)
+        more_memory_than_the_machine missing_package size_dependent_program)
   add_test(NAME capture.bad.${case}
            COMMAND ${run_with_torch} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture.py bad ${case})
   set_tests_properties(capture.bad.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS capture)

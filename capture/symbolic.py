@@ -42,9 +42,10 @@ def check_same_structure(recordings, plan, describe_op, describe_tensor=None):
         for i, (a, b) in enumerate(zip(base.ops, rec.ops)):
             difference = _op_difference(base, a, rec, b, describe_tensor)
             if difference:
-                raise CaptureError(f"the program changes with the sizes: op {i} ({describe_op(base, a)}) "
-                                   f"{difference} at {_kw(plan[0])} and at {where} (size-dependent "
-                                   f"control flow or data-dependent shapes cannot be written as one graph)")
+                what, here, there = difference
+                raise CaptureError(f"the program changes with the sizes: op {i} ({describe_op(base, a)}): {what} is "
+                                   f"{here} at {_kw(plan[0])} but {there} at {where} (size-dependent control flow "
+                                   f"or data-dependent shapes cannot be written as one graph)")
         if len(base.ops) != len(rec.ops):
             raise CaptureError(f"the program changes with the sizes: {len(base.ops)} ops at {_kw(plan[0])}, "
                                f"{len(rec.ops)} at {where} (size-dependent control flow)")
@@ -55,19 +56,20 @@ def check_same_structure(recordings, plan, describe_op, describe_tensor=None):
 
 
 def _op_difference(base, a, rec, b, describe_tensor):
-    """What differs between op a of the base run and op b of another, in words; '' if nothing."""
+    """(what differs, its value in the base run, in the other) between op a of the base run and
+    op b of another, or None."""
     if a.op != b.op:
-        return f"is {a.op} but {b.op}"
+        return "the op", a.op, b.op
     if a.module != b.module:
-        return f"runs in {a.module or 'the top level'} but in {b.module or 'the top level'}"
+        return "its module", a.module or "the top level", b.module or "the top level"
     for role, xs, ys in (("input", a.inputs, b.inputs), ("output", a.outputs, b.outputs),
                          ("saved tensor", a.saved, b.saved)):
         if len(xs) != len(ys):
-            return f"has {len(xs)} vs {len(ys)} {role}s"
+            return f"the number of {role}s", len(xs), len(ys)
         for n, (x, y) in enumerate(zip(xs, ys)):
             if x != y:
-                return f"{role} {n} differs: {describe_tensor(base, x)} vs {describe_tensor(rec, y)}"
-    return ""
+                return f"{role} {n}", describe_tensor(base, x), describe_tensor(rec, y)
+    return None
 
 
 def _kw(sizes):

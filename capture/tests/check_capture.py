@@ -305,6 +305,13 @@ BAD = {
                                      "    return nn.Linear(4, 3)\n\n"
                                      "def batch(batch_size):\n    return torch.randn(batch_size, 4), torch.zeros(batch_size, dtype=torch.long)\n",
                                      "(more_memory_than_the_machine.py line 4)"),
+    # control flow on a size: the refusal says which input of which op differs
+    "size_dependent_program": ("import torch, torch.nn as nn\n\nclass M(nn.Module):\n    def __init__(self):\n"
+                               "        super().__init__()\n        self.a, self.b = nn.Linear(4, 3), nn.Linear(4, 3)\n\n"
+                               "    def forward(self, x):\n        return (self.a if x.shape[0] == 2 else self.b)(x)\n\n"
+                               "def model():\n    return M()\n\n"
+                               "def batch(batch_size):\n    return torch.randn(batch_size, 4), torch.zeros(batch_size, dtype=torch.long)\n",
+                               "op 0 (aten::t in a): its module is a at batch_size=2 but b at batch_size=3"),
     # a model file importing a package this python lacks (einops where it is not installed)
     "missing_package": ("import torch, torch.nn as nn\nfrom oomcast_no_such_package import rearrange\n\n"
                         "def model():\n    return nn.Linear(4, 3)\n\n"
