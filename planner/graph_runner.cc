@@ -73,6 +73,7 @@ GraphRunner::GraphRunner(const LayerGraph& graph, ExecutionOrder order, const Ch
     }
   }
   slot_.assign(num_tensors, kNoSlot);
+  kept_by_caller_.assign(num_tensors, 0);
   recompute_ref_.assign(num_tensors, 0);
   refs_.assign(num_tensors, 0);
   grad_of_.assign(num_tensors, -1);
@@ -107,9 +108,17 @@ void GraphRunner::release(TensorId tensor) {
   if (!is_tracked(storage)) return;
   if (refs_[storage] == 0) throw std::logic_error("planner released a dead tensor: " + graph_.names[graph_.tensors[tensor].name]);
   if (--refs_[storage] == 0) {
-    writer_->free(slot_[storage]);
+    if (!kept_by_caller_[storage]) writer_->free(slot_[storage]);
+    kept_by_caller_[storage] = 0;
     slot_[storage] = kNoSlot;
   }
+}
+
+uint32_t GraphRunner::keep_storage(TensorId tensor) {
+  TensorId storage = graph_.tensors[tensor].storage;
+  if (!is_tracked(storage) || slot_[storage] == kNoSlot) return UINT32_MAX;
+  kept_by_caller_[storage] = 1;
+  return slot_[storage];
 }
 
 void GraphRunner::alloc_output(TensorId tensor, bool reuse_live) {
@@ -131,6 +140,21 @@ void GraphRunner::run_transients(const std::vector<Transient>& transients, bool 
     if (transient.after_outputs != after_outputs) continue;
     slots->push_back(writer_->alloc(name(transient.name), transient.bytes, TensorCategory::Temporary));
   }
+}
+
+void GraphRunner::free_early_transients(const std::vector<Transient>& transients, std::vector<uint32_t>* slots) {
+  size_t next = 0;
+  size_t kept = 0;
+  for (const Transient& transient : transients) {
+    if (transient.after_outputs) continue;
+    const uint32_t slot = (*slots)[next++];
+    if (transient.dies_before_outputs) {
+      writer_->free(slot);
+    } else {
+      (*slots)[kept++] = slot;
+    }
+  }
+  slots->resize(kept);
 }
 
 void GraphRunner::maybe_workspace(bool backward_thread) {
@@ -159,6 +183,7 @@ void GraphRunner::run_forward_op(uint32_t op_index, int32_t position) {
   std::vector<uint32_t>& transients = transient_slots_;
   transients.clear();
   run_transients(op.forward_transients, false, &transients);
+  free_early_transients(op.forward_transients, &transients);
   for (TensorId out : op.outputs) alloc_output(out, false);
   for (TensorId out : op.outputs) {
     if (!graph_leaf_[out]) continue;
@@ -182,14 +207,25 @@ void GraphRunner::run_forward_op(uint32_t op_index, int32_t position) {
   for (TensorId tensor : release_at_[static_cast<size_t>(position)]) release(tensor);
 }
 
-void GraphRunner::forward() {
+void GraphRunner::forward() { forward(std::function<void()>{}); }
+
+void GraphRunner::forward(const std::function<void()>& model_returned) {
   grad_mode_run_ = true;
   rng_state_slots_.clear();
+  auto logits = graph_.named_outputs.find("logits");
+  const TensorId model_output = logits == graph_.named_outputs.end() ? kNoTensor : logits->second;
+  bool returned = !model_returned;
   for (uint32_t position = 0; position < order_.order.size(); ++position) {
+    const OpNode& op = graph_.ops[order_.order[position]];
     if (model_->hooks) model_->hooks->before_forward_op(order_.order[position]);
     run_forward_op(order_.order[position], static_cast<int32_t>(position));
     if (model_->hooks) model_->hooks->after_forward_op(order_.order[position]);
+    if (!returned && std::find(op.outputs.begin(), op.outputs.end(), model_output) != op.outputs.end()) {
+      returned = true;
+      model_returned();
+    }
   }
+  if (!returned) model_returned();
   // The caller drops the outputs it does not bind (`loss = model(x, y)[1]`) as the forward
   // returns; what their grad nodes saved stays (capture llama-tiny-sgd-dropout: the logits
   // are freed right after the loss, before backward).
@@ -221,6 +257,7 @@ void GraphRunner::recompute_unit(size_t unit) {
     std::vector<uint32_t>& transients = transient_slots_;
     transients.clear();
     run_transients(op.forward_transients, false, &transients);
+    free_early_transients(op.forward_transients, &transients);
     for (TensorId out : op.outputs) {
       alloc_output(out, /*reuse_live=*/true);
       recompute_ref_[out] = is_tracked(out) ? 1 : 0;
@@ -326,6 +363,7 @@ void GraphRunner::run_backward_node(uint32_t op_index) {
   std::vector<uint32_t>& transients = transient_slots_;
   transients.clear();
   run_transients(op.backward_transients, false, &transients);
+  free_early_transients(op.backward_transients, &transients);
   std::vector<std::pair<TensorId, int32_t>>& produced = produced_;
   produced.clear();
   for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -462,7 +500,8 @@ std::vector<std::pair<std::string, uint32_t>> GraphRunner::finish_step() {
 std::vector<uint32_t> GraphRunner::take_all_live() {
   std::vector<uint32_t> live;
   for (TensorId tensor = 0; tensor < slot_.size(); ++tensor) {
-    if (slot_[tensor] != kNoSlot) live.push_back(slot_[tensor]);
+    if (slot_[tensor] != kNoSlot && !kept_by_caller_[tensor]) live.push_back(slot_[tensor]);
+    kept_by_caller_[tensor] = 0;
     slot_[tensor] = kNoSlot;
     refs_[tensor] = 0;
   }

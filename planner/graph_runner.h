@@ -5,6 +5,8 @@
 // cuBLAS workspaces.
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,6 +43,9 @@ class GraphRunner {
   const ExecutionOrder& order() const { return order_; }
 
   void forward();
+  // The same, calling `model_returned` right after the op that makes the "logits" output (the
+  // model's return when the caller computes the loss itself), or at the end without one.
+  void forward(const std::function<void()>& model_returned);
   // Requires: forward() ran with grad mode on.
   void backward();
   // After backward (or forward alone): hands the storages of the caller-held outputs to the
@@ -51,6 +56,10 @@ class GraphRunner {
   // After a forward-only step: finish_step's held outputs, then take_all_live's activations,
   // as one list of slots the caller now owns.
   std::vector<uint32_t> take_step_outputs();
+  // The caller (a KV cache) keeps `tensor` beyond this forward: the runner stops owning its
+  // storage, which the caller frees. A view keeps its whole base (the same slot for every view
+  // of one storage). Returns the storage's slot, or UINT32_MAX when it is not a live activation.
+  uint32_t keep_storage(TensorId tensor);
 
  private:
   struct GradBuffer {
@@ -62,6 +71,9 @@ class GraphRunner {
   void release(TensorId tensor);
   void alloc_output(TensorId tensor, bool reuse_live);
   void run_transients(const std::vector<Transient>& transients, bool after_outputs, std::vector<uint32_t>* slots);
+  // Frees the transients among `slots` (run_transients' before-output ones, in order) that die
+  // before the outputs are made.
+  void free_early_transients(const std::vector<Transient>& transients, std::vector<uint32_t>* slots);
   void maybe_workspace(bool backward_thread);
   void run_forward_op(uint32_t op_index, int32_t position);
   void recompute_unit(size_t unit);
@@ -100,6 +112,7 @@ class GraphRunner {
 
   // Per-run state.
   std::vector<uint32_t> slot_;                      // per storage tensor
+  std::vector<uint8_t> kept_by_caller_;             // per storage: keep_storage() took it
   std::vector<uint32_t> refs_;
   std::vector<std::vector<uint8_t>> saved_acquired_; // per op, parallel to OpNode::saved
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> dropped_savers_;  // per storage: (op, saved index)

@@ -88,4 +88,17 @@ ExecutionOrder compute_execution_order(const LayerGraph& graph) {
   return result;
 }
 
+std::vector<uint8_t> inputs_saved_by_graph(const LayerGraph& graph) {
+  std::vector<uint8_t> saved_input(graph.inputs.size(), 0);
+  for (const OpNode& op : graph.ops) {
+    if (!op.records_grad_node) continue;
+    for (TensorId saved : op.saved) {
+      for (size_t i = 0; i < graph.inputs.size(); ++i) {
+        if (graph.tensors[saved].storage == graph.tensors[graph.inputs[i]].storage) saved_input[i] = 1;
+      }
+    }
+  }
+  return saved_input;
+}
+
 }  // namespace oomcast::planner

@@ -43,6 +43,9 @@ struct Transient {
   uint32_t name = 0;
   uint64_t bytes = 0;
   bool after_outputs = false;  // allocated after the op's outputs (else before them)
+  // Allocated before the outputs and freed before they are made (oneDNN's reorders of the input
+  // and weight); the others live until the op returns.
+  bool dies_before_outputs = false;
 };
 
 
@@ -89,6 +92,14 @@ struct LayerGraph {
   std::map<std::string, TensorId> named_outputs;  // "loss", "logits", ...
   TensorId loss = kNoTensor;
   int32_t num_units = 0;
+  // Per block unit that attends with a KV cache: the K and V its DynamicCache.update appends
+  // (key_cache.append(key_states) keeps these tensors, views included, so their storages).
+  struct CachedKeyValue {
+    int32_t unit = -1;
+    TensorId key = kNoTensor;
+    TensorId value = kNoTensor;
+  };
+  std::vector<CachedKeyValue> kv_cache_entries;
 
   uint64_t parameter_count() const;
   // Whether parameter `parameter` (an index into `parameters`) is trained (requires_grad).
@@ -108,5 +119,9 @@ struct ExecutionOrder {
 // topologically, breaking ties by creation order so the result is the program order.
 // Throws std::logic_error if the graph has a cycle (a family bug, not bad input).
 ExecutionOrder compute_execution_order(const LayerGraph& graph);
+
+// Per graph input: whether an op's grad node saved it (linear's input, conv's images,
+// nll_loss's targets, embedding's ids). A graph the caller keeps alive keeps these alive too.
+std::vector<uint8_t> inputs_saved_by_graph(const LayerGraph& graph);
 
 }  // namespace oomcast::planner

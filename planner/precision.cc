@@ -48,8 +48,9 @@ DType PrecisionRules::matmul_dtype(DType dtype) const {
   return dtype;
 }
 
-bool PrecisionRules::upcasts_to_fp32(DType dtype) const {
-  return autocast && is_floating(dtype) && dtype != DType::Float32;
+bool PrecisionRules::upcasts_to_fp32(std::string_view name, DType dtype) const {
+  if (!autocast || !is_floating(dtype) || dtype == DType::Float32) return false;
+  return autocast_class(name, autocast_device, torch_version) == AutocastClass::Fp32;
 }
 
 PrecisionRules precision_rules(Precision precision) {

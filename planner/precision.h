@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
+#include "planner/autocast_lists.h"
 #include "scenario/scenario.h"
 
 namespace oomcast::planner {
@@ -23,12 +25,15 @@ struct PrecisionRules {
   bool autocast = false;                    // torch.autocast active around forward and loss
   bool fp32_master_weights = false;         // pure_bf16: the optimizer keeps fp32 copies
   bool grad_scaler = false;                 // amp_fp16 uses torch.cuda.amp.GradScaler
+  AutocastDevice autocast_device = AutocastDevice::Cuda;  // whose op lists autocast applies
+  int torch_version = 206;                  // the release whose lists apply (100 * major + minor)
 
   // The dtype a matmul-class op (linear, bmm, conv, sdpa) computes in for an input of `dtype`.
   DType matmul_dtype(DType dtype) const;
-  // True when autocast runs an fp32-class op (layer_norm, log_softmax) on a 16-bit input by
-  // casting it up first.
-  bool upcasts_to_fp32(DType dtype) const;
+  // True when autocast runs the aten op `name` on a 16-bit input in fp32 (casting it up first):
+  // the op is in the fp32 class of the autocast device's lists (planner/autocast_lists.h). On
+  // the CPU softmax, log_softmax and layer_norm are not: they stay bf16.
+  bool upcasts_to_fp32(std::string_view name, DType dtype) const;
 };
 
 PrecisionRules precision_rules(scenario::Precision precision);

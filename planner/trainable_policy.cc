@@ -113,6 +113,8 @@ PrecisionRules job_precision_rules(const Scenario& scenario) {
   const JobConfig& job = scenario.job;
   rules.parameter_dtype = weights_parameter_dtype(job.weights, rules.parameter_dtype);
   if (!rules.autocast) rules.low_dtype = rules.parameter_dtype;
+  rules.autocast_device = scenario.device.is_cpu ? AutocastDevice::Cpu : AutocastDevice::Cuda;
+  rules.torch_version = scenario.allocator.torch_version;
   if (!job.training.master_weights) rules.fp32_master_weights = false;
   return rules;
 }

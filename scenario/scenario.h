@@ -75,6 +75,9 @@ struct TrainingLoopConfig {
   bool zero_grad_before_forward = false;        // else after optimizer.step()
   std::vector<std::string> caller_held_outputs = {"loss"};  // kept alive until rebinding next iteration
   bool keep_losses_across_iterations = false;   // losses appended to a list without .item()
+  // `out = model(x); loss = criterion(out, y)`: the loop rebinds `out` (freeing last step's)
+  // as the model returns, before the loss runs; `loss` is rebound after it.
+  bool loss_outside_model = false;
 };
 
 struct EvalConfig {

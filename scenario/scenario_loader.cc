@@ -267,7 +267,7 @@ TrainingLoopConfig read_training_loop(const YamlNode& node, const ModelConfig& m
   const std::vector<std::string> outputs = family ? family->outputs : std::vector<std::string>{"loss", "logits"};
   TrainingLoopConfig config;
   node.reject_unknown_keys({"zero_grad", "zero_grad_position", "caller_held_outputs",
-                            "keep_losses_across_iterations"});
+                            "keep_losses_across_iterations", "loss_outside_model"});
   config.zero_grad_set_to_none =
       node.choice_or("zero_grad", "set_to_none", {"set_to_none", "zero"}) == "set_to_none";
   config.zero_grad_before_forward =
@@ -279,6 +279,7 @@ TrainingLoopConfig read_training_loop(const YamlNode& node, const ModelConfig& m
     for (const auto& item : items) config.caller_held_outputs.push_back(item.as_choice(outputs));
   }
   config.keep_losses_across_iterations = node.bool_or("keep_losses_across_iterations", false);
+  config.loss_outside_model = node.bool_or("loss_outside_model", false);
   return config;
 }
 

@@ -3,7 +3,12 @@
 # torch this python imports; run it under two releases to see where their policies differ:
 #   .venv/bin/python validate/autocast_lists.py ; /usr/bin/python3 validate/autocast_lists.py   # 2.13, 1.13
 # An op is "lower" when fp32 inputs give a bf16 result, "fp32" when bf16 inputs give an fp32 one.
+# validate/op_probe.py --table writes the same classes (classes() below, by aten name) into
+# validate/op_facts/, which the planner's lists (planner/autocast_lists.cc) are tested against.
 import torch, torch.nn.functional as F
+# The probe's short names that are not the aten op's name.
+ATEN_NAMES = {"bce_logits": "binary_cross_entropy_with_logits", "sdpa": "scaled_dot_product_attention",
+              "vector_norm": "linalg_vector_norm", "chain_matmul": "linalg_multi_dot"}
 def run(dt):
     a = torch.randn(4, 8, dtype=dt).abs() + 0.5
     v8 = torch.randn(8, dtype=dt); v4 = torch.randn(4, dtype=dt)
@@ -38,8 +43,14 @@ def run(dt):
             try: out[k] = {torch.float32: "f32", torch.bfloat16: "bf16"}.get(f().dtype, "?")
             except Exception: out[k] = "ERR"
     return out
-f32, b16 = run(torch.float32), run(torch.bfloat16)
-print(torch.__version__)
-print("lower (fp32 in -> bf16):", " ".join(k for k in f32 if f32[k] == "bf16"))
-print("fp32 (bf16 in -> f32):", " ".join(k for k in b16 if b16[k] == "f32"))
-print("errors:", " ".join(k for k in f32 if f32[k] == "ERR" or b16[k] == "ERR"))
+def classes():
+    """{aten name: "lower" | "fp32" | "none"} under CPU bf16 autocast for this torch."""
+    f32, b16 = run(torch.float32), run(torch.bfloat16)
+    return {ATEN_NAMES.get(k, k): "lower" if f32[k] == "bf16" else "fp32" if b16[k] == "f32" else "none"
+            for k in f32 if f32[k] not in ("ERR", "-") and b16[k] not in ("ERR", "-")}
+if __name__ == "__main__":
+    f32, b16 = run(torch.float32), run(torch.bfloat16)
+    print(torch.__version__)
+    print("lower (fp32 in -> bf16):", " ".join(k for k in f32 if f32[k] == "bf16"))
+    print("fp32 (bf16 in -> f32):", " ".join(k for k in b16 if b16[k] == "f32"))
+    print("errors:", " ".join(k for k in f32 if f32[k] == "ERR" or b16[k] == "ERR"))

@@ -381,6 +381,11 @@ def run(cfg, hook, log):
         model.train()
 
     logits = loss = None
+    # The loop computes the loss itself (a plain cross-entropy over the logits): families whose
+    # own loss is exactly that.
+    loss_outside = bool((cfg.get("training_loop") or {}).get("loss_outside_model", False))
+    if loss_outside and family not in ("mlp", "resnet", "vit", "gpt2"):
+        raise ValueError(f"training_loop.loss_outside_model: the capture computes a plain cross-entropy, not {family}'s loss")
     setup_s = time.time() - t_setup
     t0 = time.time()
     if job[0] == "generate":
@@ -401,11 +406,20 @@ def run(cfg, hook, log):
             x, y = make_batch(family, dims, batch, seq, gen)
             # the loop variables (x, y, logits, loss) live until they are rebound, as in any
             # `for x, y in loader:` loop; outputs not in caller_held_outputs are dropped at once
-            with autocast():
-                if "logits" in held:
-                    logits, loss = model(x, y)
-                else:
-                    loss = model(x, y)[1]
+            if loss_outside:
+                # `out = model(x); loss = criterion(out, y)`: rebinding `logits` frees the last
+                # step's before the loss runs (training_loop.loss_outside_model)
+                with autocast():
+                    logits = model(x)[0]
+                    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+                if "logits" not in held:
+                    logits = None
+            else:
+                with autocast():
+                    if "logits" in held:
+                        logits, loss = model(x, y)
+                    else:
+                        loss = model(x, y)[1]
             if accum > 1:
                 loss = loss / accum
             hook.mark(prefix + "backward")

@@ -33,3 +33,9 @@ endforeach()
 add_test(NAME cpu_validation.torch_version
          COMMAND sh ${PROJECT_SOURCE_DIR}/validate/with_python.sh ${OOMCAST_PYTHON} -c pass)
 set_tests_properties(cpu_validation.torch_version PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "cpu_validation;capture")
+
+# The measured op facts (validate/op_facts/, read by the planner's tests) against torch now:
+# fails when the kernels or the autocast lists of the venv's torch no longer match the table.
+add_test(NAME op_facts.torch_2_13
+         COMMAND sh ${PROJECT_SOURCE_DIR}/validate/check_op_facts.sh ${OOMCAST_PYTHON} ${PROJECT_BINARY_DIR}/op_facts)
+set_tests_properties(op_facts.torch_2_13 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS cpu_validation)

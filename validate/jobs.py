@@ -10,6 +10,7 @@ import fnmatch
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 def name_matches(pattern, name):
@@ -213,6 +214,52 @@ def _cached_forward(model, ids, cache, pos, static, last_only):
     return model.lm_head(x[:, -1:, :] if last_only else x)
 
 
+def _cached_gpt2_attention(attn, x, cache, layer, pos):
+    """nanoGPT's CausalSelfAttention (eager) with Hugging Face's DynamicCache: the cache keeps
+    k and v as they are, views of the fused c_attn output, so all of it lives until the next
+    step's torch.cat replaces them."""
+    B, T, C = x.size()
+    hd = C // attn.n_head
+    q, k, v = attn.c_attn(x).split(attn.n_embd, dim=2)
+    k = k.view(B, T, attn.n_head, hd).transpose(1, 2)
+    q = q.view(B, T, attn.n_head, hd).transpose(1, 2)
+    v = v.view(B, T, attn.n_head, hd).transpose(1, 2)
+    if cache[layer][0] is None:
+        cache[layer] = [k, v]
+    else:
+        cache[layer] = [torch.cat([cache[layer][0], k], dim=-2), torch.cat([cache[layer][1], v], dim=-2)]
+        k, v = cache[layer]
+    L = k.shape[-2]
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+    att = att.masked_fill(attn.bias[:, :, pos:pos + T, :L] == 0, float("-inf"))
+    att = F.softmax(att, dim=-1)
+    y = att @ v
+    y = y.transpose(1, 2).contiguous().view(B, T, C)
+    return attn.resid_dropout(attn.c_proj(y))
+
+
+def _cached_gpt2_block(block, x, cache, layer, pos):
+    """nanoGPT's Block.forward: its own frame, so the caller's `x` lives until it returns."""
+    x = x + _cached_gpt2_attention(block.attn, block.ln_1(x), cache, layer, pos)
+    x = x + block.mlp(block.ln_2(x))
+    return x
+
+
+def _cached_gpt2_forward(model, ids, cache, pos, last_only):
+    """nanoGPT's GPT forward over `ids` at positions pos.. with the cache (pos, tok_emb and
+    pos_emb are locals that live until it returns, as in GPT.forward)."""
+    T = ids.shape[1]
+    tr = model.transformer
+    positions = torch.arange(pos, pos + T, dtype=torch.long, device=ids.device)
+    tok_emb = tr.wte(ids)
+    pos_emb = tr.wpe(positions)
+    x = tr.drop(tok_emb + pos_emb)
+    for i, block in enumerate(tr.h):
+        x = _cached_gpt2_block(block, x, cache, i, pos)
+    x = tr.ln_f(x)
+    return model.lm_head(x[:, -1:, :] if last_only else x)
+
+
 def generate_settings(cfg):
     job = cfg.get("job") or {}
     return dict(prompt_len=int(job.get("prompt_len") or cfg.get("seq_len")), new_tokens=int(job.get("new_tokens", 32)),
@@ -231,6 +278,29 @@ def run_generate_job(cfg, hook, model, dims, batch, gen):
         raise ValueError("the CPU capture runs greedy/sampled generation, not beam search")
     seqs = batch * g["sequences"]
     V = _dim(dims, "vocab")
+    if hasattr(model, "transformer"):  # nanoGPT's GPT-2: dynamic cache only
+        if g["static"]:
+            raise ValueError("the CPU capture runs GPT-2 generation with the dynamic cache only")
+        model.eval()
+        with torch.no_grad():
+            hook.mark("iter0/prefill")
+            cache = [[None, None] for _ in model.transformer.h]
+            input_ids = torch.randint(0, V, (seqs, g["prompt_len"]), generator=gen)
+            next_token_logits = next_tokens = None
+            for step in range(g["new_tokens"]):
+                if step:
+                    hook.mark(f"iter{step}/decode")
+                    step_ids = input_ids[:, -1:].clone()
+                    pos = g["prompt_len"] + step - 1
+                else:
+                    step_ids, pos = input_ids, 0
+                logits = _cached_gpt2_forward(model, step_ids, cache, pos, g["last_only"] and step == 0)
+                next_token_logits = logits[:, -1, :].clone().float()
+                del logits, step_ids
+                next_tokens = torch.argmax(next_token_logits, dim=-1)
+                input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
+            del cache, next_token_logits, next_tokens, input_ids
+        return
     layers = len(model.layers)
     attn = model.layers[0].self_attn
     dtype = model.embed_tokens.weight.dtype

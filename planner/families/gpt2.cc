@@ -110,6 +110,7 @@ void build_gpt2(GraphBuilder& g, const ModelConfig& model) {
     TensorId qkv = ops::linear(g, "c_attn", ln1, b.c_attn_weight, b.c_attn_bias, hidden, 3 * hidden);
     std::vector<TensorId> pieces = ops::split(g, "split", qkv, 3);
     for (TensorId piece : pieces) g.hold(piece);  // q, k, v locals keep qkv alive
+    g.cache_key_value(pieces[1], pieces[2]);
     shape.causal_mask_buffer = b.mask;
     TensorId y = ops::attention(g, "attention", pieces[0], pieces[1], pieces[2], shape);
     TensorId o = ops::linear(g, "c_proj", y, b.c_proj_weight, b.c_proj_bias, hidden, hidden);

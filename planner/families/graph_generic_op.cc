@@ -1,7 +1,7 @@
 // A graph file's generic op: one dispatcher op with its outputs (new or views), what autograd
 // saves, gradient rules and temporaries written out. Its `aten` name decides the autocast class
-// (CUDA's autocast lists, applied the way the catalogue's ops apply them), whether it is a
-// cuBLAS GEMM, and its default op kind for checkpointing.recompute_ops.
+// (the device's autocast lists, planner/autocast_lists.h, applied the way the catalogue's ops
+// apply them), whether it is a cuBLAS GEMM, and its default op kind for checkpointing.recompute_ops.
 #include <algorithm>
 #include <string_view>
 
@@ -13,8 +13,6 @@ using scenario::OpKind;
 using scenario::parse_op_kind;
 
 namespace {
-
-enum class AutocastClass : uint8_t { None, Lower, Fp32 };
 
 // "aten::add.Tensor" / "aten.add.Tensor" / "add_" -> "add" (in-place spelling kept apart by
 // the caller through view_of, not through the name).
@@ -29,25 +27,6 @@ std::string base_name(std::string name) {
 
 bool listed(const std::string& name, std::initializer_list<std::string_view> names) {
   return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-AutocastClass autocast_class(const std::string& name) {
-  if (listed(name, {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "conv1d", "conv2d", "conv3d",
-                    "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "addmv",
-                    "mv", "addr", "chain_matmul", "prelu", "scaled_dot_product_attention",
-                    "_scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
-                    "_scaled_dot_product_efficient_attention"})) {
-    return AutocastClass::Lower;
-  }
-  if (listed(name, {"softmax", "_softmax", "log_softmax", "_log_softmax", "layer_norm", "native_layer_norm",
-                    "group_norm", "native_group_norm", "nll_loss", "nll_loss_forward", "nll_loss2d", "mse_loss",
-                    "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits", "kl_div", "exp",
-                    "expm1", "log", "log10", "log2", "log1p", "reciprocal", "rsqrt", "pow", "softplus", "acos", "asin",
-                    "cosh", "sinh", "tan", "erfinv", "sum", "prod", "cumsum", "cumprod", "logsumexp", "norm",
-                    "linalg_vector_norm", "frobenius_norm", "dist", "cdist", "pdist", "renorm", "cosine_similarity"})) {
-    return AutocastClass::Fp32;
-  }
-  return AutocastClass::None;
 }
 
 bool uses_cublas(const std::string& name) {
@@ -111,7 +90,8 @@ void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statemen
                                       const std::string& leaf) {
   const PrecisionRules& rules = g_.precision();
   const std::string aten = base_name(op.aten.empty() ? op.op : op.aten);
-  const AutocastClass autocast = rules.autocast ? autocast_class(aten) : AutocastClass::None;
+  const AutocastClass autocast =
+      rules.autocast ? autocast_class(aten, rules.autocast_device, rules.torch_version) : AutocastClass::None;
 
   // Inputs as the kernel sees them: autocast casts parameters through its weight cache and
   // other tensors per call.
@@ -130,7 +110,7 @@ void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statemen
     if (autocast == AutocastClass::Lower && is_floating(dtype) && rules.matmul_dtype(dtype) != dtype) {
       input = g_.tensor(input).role == TensorRole::Parameter ? g_.autocast_weight(input)
                                                              : g_.cast(input, rules.matmul_dtype(dtype), cast_leaf);
-    } else if (autocast == AutocastClass::Fp32 && rules.upcasts_to_fp32(dtype)) {
+    } else if (autocast == AutocastClass::Fp32 && rules.upcasts_to_fp32(aten, dtype)) {
       input = g_.cast(input, DType::Float32, cast_leaf);
     }
     inputs.push_back(input);

@@ -24,6 +24,7 @@ ops::AttentionShape causal_attention_shape(int64_t batch, int64_t heads, int64_t
 
 TensorId grouped_query_attention(GraphBuilder& g, TensorId q_rot, TensorId k_rot, TensorId v,
                                  ops::AttentionShape shape, bool repeat_kv, uint64_t q_numel) {
+  g.cache_key_value(k_rot, v);  // the cache keeps them before repeat_kv
   if (repeat_kv) {
     // matmul then views the copies as 3-D without another copy.
     k_rot = ops::expand_copy(g, "repeat_k", k_rot, q_numel);

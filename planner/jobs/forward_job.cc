@@ -102,6 +102,11 @@ PlannedTrace plan_forward_job(const Scenario& s) {
     captured = capture_forward_graphs(s, *forward_graphs, seq_len, &model, &writer);
   }
 
+  // Inputs the graph saved (linear's input for the weight gradient, embedding's ids): while
+  // the caller holds the last batch's outputs under grad mode, their graph holds these too, so
+  // rebinding `x` does not free them; they die with that graph when `out` is rebound.
+  const std::vector<uint8_t> input_saved =
+      grad_enabled && !job.held_outputs.empty() ? inputs_saved_by_graph(graph) : std::vector<uint8_t>(graph.inputs.size(), 0);
   std::vector<uint32_t> inputs;
   std::vector<uint32_t> previous;  // the last batch's outputs (and, under grad mode, its graph)
   for (int64_t batch = 0; batch < job.batches; ++batch) {
@@ -114,12 +119,20 @@ PlannedTrace plan_forward_job(const Scenario& s) {
       fresh.push_back(writer.alloc(writer.intern(graph.names[graph.tensors[input].name]), graph.tensors[input].bytes(),
                                    TensorCategory::Input));
     }
-    for (uint32_t slot : inputs) writer.free(slot);
+    std::vector<uint32_t> saved_inputs;  // held by the last batch's graph until `out` is rebound
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (input_saved[i] && !replays) {
+        saved_inputs.push_back(inputs[i]);
+      } else {
+        writer.free(inputs[i]);
+      }
+    }
     inputs = std::move(fresh);
     if (replays) continue;  // the graph copies the batch into its static inputs and replays
     runner.forward();
     std::vector<uint32_t> current = runner.take_step_outputs();
     for (uint32_t slot : previous) writer.free(slot);
+    for (uint32_t slot : saved_inputs) writer.free(slot);
     previous = std::move(current);
     if (job.held_outputs.empty()) {
       for (uint32_t slot : previous) writer.free(slot);

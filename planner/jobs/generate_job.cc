@@ -63,9 +63,15 @@ class KvCacheHooks : public RunnerHooks {
 
   // The forward about to run (prefill or decode): where each block's cache update happens.
   // `graph_seq`: the positions the graph itself computes K and V for (the prompt, or 1).
-  void attach(const LayerGraph& graph, int64_t graph_seq) {
+  // `runner` runs it: the prefill's DynamicCache takes the graph's own K and V from it.
+  void attach(const LayerGraph& graph, int64_t graph_seq, GraphRunner* runner) {
     graph_seq_ = graph_seq;
+    runner_ = runner;
     const auto units = static_cast<size_t>(graph.num_units);
+    cached_.assign(units, LayerGraph::CachedKeyValue{});
+    for (const LayerGraph::CachedKeyValue& entry : graph.kv_cache_entries) {
+      if (entry.unit >= 0 && static_cast<size_t>(entry.unit) < units) cached_[static_cast<size_t>(entry.unit)] = entry;
+    }
     update_at_.assign(graph.ops.size(), -1);
     unit_end_.assign(graph.ops.size(), -1);
     std::vector<uint8_t> seen(units, 0);
@@ -101,9 +107,18 @@ class KvCacheHooks : public RunnerHooks {
     if (unit < 0) return;
     auto u = static_cast<size_t>(unit);
     // The prefill's DynamicCache keeps the graph's own K and V (key_cache.append(key_states)):
-    // they are counted as cache once the block ends (after_forward_op). A decode step's
-    // torch.cat makes a new, one-token-longer tensor while the old one still exists.
-    if (config_.cache == KvCacheKind::Dynamic && key_[u] != UINT32_MAX) grow(u);
+    // the tensors themselves, so a view keeps its whole base (GPT-2's K and V are views of the
+    // fused c_attn output, all 3 x hidden of it) until the first decode step replaces them.
+    // Without the graph's tensors they are counted as cache once the block ends
+    // (after_forward_op). A decode step's torch.cat makes a new, one-token-longer tensor while
+    // the old one still exists.
+    if (config_.cache == KvCacheKind::Dynamic && key_[u] == UINT32_MAX && runner_ && u < cached_.size() &&
+        cached_[u].key != kNoTensor) {
+      key_[u] = runner_->keep_storage(cached_[u].key);
+      value_[u] = runner_->keep_storage(cached_[u].value);
+    } else if (config_.cache == KvCacheKind::Dynamic && key_[u] != UINT32_MAX) {
+      grow(u);
+    }
     // repeat_kv copies every cached position to every head; the graph repeats its own positions.
     if (shape_.repeated_per_token > 0 && length_ > graph_seq_) {
       const uint64_t bytes = shape_.repeated_per_token * static_cast<uint64_t>(length_ - graph_seq_);
@@ -125,12 +140,22 @@ class KvCacheHooks : public RunnerHooks {
 
   void grow(size_t u) {
     const uint64_t bytes = shape_.bytes_per_token * static_cast<uint64_t>(length_);
-    uint32_t key = writer_->alloc(name("k", u), bytes, TensorCategory::Buffer);
-    if (key_[u] != UINT32_MAX) writer_->free(key_[u]);
-    key_[u] = key;
-    uint32_t value = writer_->alloc(name("v", u), bytes, TensorCategory::Buffer);
-    if (value_[u] != UINT32_MAX) writer_->free(value_[u]);
-    value_[u] = value;
+    replace(&key_[u], writer_->alloc(name("k", u), bytes, TensorCategory::Buffer));
+    replace(&value_[u], writer_->alloc(name("v", u), bytes, TensorCategory::Buffer));
+  }
+
+  // Rebinds one cache entry; its old storage dies unless another entry (a view of the same
+  // base: GPT-2's K and V) still holds it.
+  void replace(uint32_t* entry, uint32_t slot) {
+    const uint32_t old = *entry;
+    *entry = slot;
+    if (old == UINT32_MAX) return;
+    for (const std::vector<uint32_t>* slots : {&key_, &value_}) {
+      for (uint32_t held : *slots) {
+        if (held == old) return;
+      }
+    }
+    writer_->free(old);
   }
 
   // Beam search's cache.reorder_cache(beam_idx): index_select makes a copy of every layer.
@@ -139,19 +164,14 @@ class KvCacheHooks : public RunnerHooks {
     const uint64_t bytes = shape_.bytes_per_token * static_cast<uint64_t>(length);
     for (size_t unit = 0; unit < key_.size(); ++unit) {
       for (std::vector<uint32_t>* slots : {&key_, &value_}) {
-        uint32_t copy = writer_->alloc(name(slots == &key_ ? "k" : "v", unit), bytes, TensorCategory::Buffer);
-        writer_->free((*slots)[unit]);
-        (*slots)[unit] = copy;
+        replace(&(*slots)[unit], writer_->alloc(name(slots == &key_ ? "k" : "v", unit), bytes, TensorCategory::Buffer));
       }
     }
   }
 
   void release() {
     for (std::vector<uint32_t>* slots : {&key_, &value_}) {
-      for (uint32_t& slot : *slots) {
-        if (slot != UINT32_MAX) writer_->free(slot);
-        slot = UINT32_MAX;
-      }
+      for (uint32_t& slot : *slots) replace(&slot, UINT32_MAX);
     }
   }
 
@@ -165,7 +185,9 @@ class KvCacheHooks : public RunnerHooks {
   ScheduleWriter* writer_;
   std::vector<int32_t> update_at_;  // per op: the unit whose cache is updated before it, -1
   std::vector<int32_t> unit_end_;   // per op: the unit it ends, -1
-  std::vector<uint32_t> key_, value_;
+  std::vector<uint32_t> key_, value_;   // writer slots; K and V may share one (views of one base)
+  std::vector<LayerGraph::CachedKeyValue> cached_;  // per unit: the graph's K and V
+  GraphRunner* runner_ = nullptr;
   std::vector<uint32_t> repeated_;
   int64_t length_ = 0;
   int64_t graph_seq_ = 0;
@@ -213,7 +235,7 @@ CapturedGraphs capture_decode_graphs(const Scenario& s, const CudaGraphConfig& g
     LayerGraph decode = generation_graph(s, batch, 1, false);
     KvCacheHooks cache(cache_shape(s, batch, decode.num_units), config, writer);
     cache.set_length(config.max_cache_len);
-    cache.attach(decode, 1);
+    cache.attach(decode, 1, nullptr);
     ExecutionOrder order = compute_execution_order(decode);
     CheckpointPlan checkpoints = plan_checkpointing(decode, order, CheckpointConfig{});
     GraphRunner runner(decode, std::move(order), checkpoints, model, writer, {"logits"});
@@ -325,7 +347,7 @@ PlannedTrace plan_generate_job(const Scenario& s) {
     std::vector<uint32_t> outputs;
     if (first || !decode_replays) {
       cache.set_length(prompt + step);
-      cache.attach(graph, first ? prompt : 1);
+      cache.attach(graph, first ? prompt : 1, &runner);
       model.hooks = &cache;
       runner.forward();
       model.hooks = nullptr;

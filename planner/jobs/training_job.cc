@@ -99,15 +99,7 @@ void LoopPlanner::evaluate(GraphRunner& runner, const LayerGraph& graph) {
   const EvalConfig& eval = scenario_.eval;
   // Inputs the eval graph saved (conv's images, nll_loss's targets, embedding's ids): a kept
   // graph holds them after the loop rebinds its names.
-  std::vector<uint8_t> input_saved(graph.inputs.size(), 0);
-  for (const OpNode& op : graph.ops) {
-    if (!op.records_grad_node) continue;
-    for (TensorId saved : op.saved) {
-      for (size_t i = 0; i < graph.inputs.size(); ++i) {
-        if (graph.tensors[saved].storage == graph.tensors[graph.inputs[i]].storage) input_saved[i] = 1;
-      }
-    }
-  }
+  const std::vector<uint8_t> input_saved = inputs_saved_by_graph(graph);
   std::vector<uint32_t> inputs;
   std::vector<uint32_t> previous;  // the last batch's outputs (and graph): die on rebinding
   for (int64_t batch = 0; batch < eval.batches; ++batch) {
@@ -230,13 +222,23 @@ void LoopPlanner::run() {
       writer_.begin_phase(phase_label(iteration, micro, "forward"));
       load_inputs(graph, &inputs);
       if (parallel_) parallel_->begin_forward(/*training=*/true);
-      runner.forward();
-      if (parallel_) parallel_->end_forward();
       // `logits, loss = model(X, Y)` rebinds the caller's names: last step's outputs die now
-      // (a loss appended to a list without .item() never does).
-      for (const auto& [name, slot] : held) {
-        if (!(name == "loss" && s.loop.keep_losses_across_iterations)) writer_.free(slot);
+      // (a loss appended to a list without .item() never does). `out = model(X)` then
+      // `loss = criterion(out, Y)` rebinds `out` as the model returns, before the loss runs.
+      auto rebind = [&](bool loss) {
+        for (const auto& [name, slot] : held) {
+          if ((name == "loss") != loss) continue;
+          if (!(name == "loss" && s.loop.keep_losses_across_iterations)) writer_.free(slot);
+        }
+      };
+      if (s.loop.loss_outside_model) {
+        runner.forward([&] { rebind(/*loss=*/false); });
+      } else {
+        runner.forward();
       }
+      if (parallel_) parallel_->end_forward();
+      if (!s.loop.loss_outside_model) rebind(/*loss=*/false);
+      rebind(/*loss=*/true);
       held.clear();
       uint32_t scaled_loss = UINT32_MAX;
       if (rules.grad_scaler) {

@@ -4,6 +4,52 @@
 
 namespace oomcast::planner::ops {
 
+namespace {
+
+uint64_t round_up_to_block(int64_t channels) { return static_cast<uint64_t>((channels + 15) / 16 * 16); }
+
+// mkldnn_convolution and its backward on the CPU (oneDNN, torch 2.13), measured by
+// validate/op_probe.py (conv2d, conv2d_64ch and --table; in/out channel sweeps): with 16 or more
+// input channels oneDNN works in a channel-blocked layout (channels padded to 16) and reorders
+// the input, the weight and the output; with fewer it reorders the weight only.
+//   forward:  [input reorder] + weight reorder + output buffer, the reorders freed before the
+//             output is made, the buffer after it.
+//   backward, grad_input: grad_output reorder + weight reorder + grad_input buffer (padded),
+//             all freed before the grad is made; then grad_weight: grad_output reorder +
+//             [input reorder] + grad_weight buffer, alive with the grads.
+void add_onednn_buffers(GraphBuilder& g, const std::string& name, OpNode& op, const ConvShape& shape,
+                        uint64_t in_numel, uint64_t out_numel, bool x_requires_grad, bool w_requires_grad) {
+  const uint64_t element = dtype_bytes(g.tensor(op.inputs[0]).dtype);
+  const bool blocked = shape.in_channels >= 16;
+  const uint64_t in_positions = in_numel / static_cast<uint64_t>(shape.in_channels);
+  const uint64_t out_positions = out_numel / static_cast<uint64_t>(shape.out_channels);
+  const uint64_t kernel_area = static_cast<uint64_t>(shape.kernel * shape.kernel);
+  const uint64_t in_padded = in_positions * round_up_to_block(shape.in_channels) * element;
+  const uint64_t out_bytes = (blocked ? out_positions * round_up_to_block(shape.out_channels) : out_numel) * element;
+  const uint64_t weight_padded =
+      round_up_to_block(shape.out_channels) * round_up_to_block(shape.in_channels) * kernel_area * element;
+  const uint64_t weight_bytes =
+      blocked ? weight_padded : static_cast<uint64_t>(shape.out_channels * shape.in_channels) * kernel_area * element;
+  auto buffer = [&](const char* what, uint64_t bytes, bool after_outputs, bool dies_early) {
+    return Transient{g.intern(name + ".mkldnn_" + what), bytes, after_outputs, dies_early};
+  };
+  if (blocked) op.forward_transients.push_back(buffer("input", in_padded, false, true));
+  op.forward_transients.push_back(buffer("weight", weight_bytes, false, true));
+  op.forward_transients.push_back(buffer("output", out_bytes, false, false));
+  if (x_requires_grad) {
+    op.backward_transients.push_back(buffer("grad_output", out_bytes, false, true));
+    op.backward_transients.push_back(buffer("weight", weight_padded, false, true));
+    op.backward_transients.push_back(buffer("grad_input", in_padded, false, true));
+  }
+  if (w_requires_grad) {
+    op.backward_transients.push_back(buffer("grad_output", out_bytes, true, false));
+    if (blocked) op.backward_transients.push_back(buffer("input", in_padded, true, false));
+    op.backward_transients.push_back(buffer("grad_weight", weight_bytes, true, false));
+  }
+}
+
+}  // namespace
+
 using scenario::OpKind;
 
 TensorId conv2d(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, TensorId bias,
@@ -39,12 +85,7 @@ TensorId conv2d(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId wei
     op.saved.push_back(w_compute);
   }
   if (g.context().cpu_kernels) {
-    // mkldnn_convolution (CPU) reorders the weight into a weight-sized copy and computes into an
-    // output-sized buffer before the output is made; both die inside the call
-    // (validate/op_probe.py conv2d: +w +out_tmp -w +out -out_tmp, in fp32 and under bf16).
-    uint64_t element = dtype_bytes(g.tensor(x_compute).dtype);
-    op.forward_transients.push_back(Transient{g.intern(name + ".mkldnn_weight"), g.tensor(w_compute).numel * element, false});
-    op.forward_transients.push_back(Transient{g.intern(name + ".mkldnn_output"), out_numel * element, false});
+    add_onednn_buffers(g, name, op, shape, g.tensor(x_compute).numel, out_numel, x_requires_grad, w_requires_grad);
   }
   g.finish_op(op);
   return out;

@@ -119,7 +119,7 @@ TensorId softmax(GraphBuilder& g, std::string_view leaf, TensorId x) {
   const PrecisionRules& rules = g.precision();
   TensorId input = x;
   DType out_dtype = g.tensor(x).dtype;
-  if (rules.upcasts_to_fp32(out_dtype)) {
+  if (rules.upcasts_to_fp32("softmax", out_dtype)) {
     out_dtype = DType::Float32;
     // softmax is in autocast's set-opt-dtype list: bf16 gets an fp32 copy first, fp16 uses
     // the fused half_to_float kernel (SoftMax.cpp special-cases Half only).

@@ -196,6 +196,11 @@ void GraphBuilder::begin_unit() {
 }
 void GraphBuilder::end_unit() { current_unit_ = -1; }
 
+void GraphBuilder::cache_key_value(TensorId key, TensorId value) {
+  if (current_unit_ < 0) return;
+  graph_.kv_cache_entries.push_back(LayerGraph::CachedKeyValue{current_unit_, key, value});
+}
+
 TensorId GraphBuilder::autocast_weight(TensorId parameter) {
   const PrecisionRules& rules = context_.precision;
   const TensorDesc param = graph_.tensors[parameter];  // a copy: new_tensor() may reallocate

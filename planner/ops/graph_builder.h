@@ -96,6 +96,9 @@ class GraphBuilder {
   // Checkpoint units: every op added between begin_unit and end_unit belongs to one block.
   void begin_unit();
   void end_unit();
+  // The current block's attention keys and values as a generation's KV cache would keep them
+  // (before repeat_kv): a view held there keeps its whole base alive (GPT-2's fused c_attn).
+  void cache_key_value(TensorId key, TensorId value);
 
   // The autocast cast of a parameter to the low dtype, made once per forward and kept by
   // the cache until the forward's autocast context exits (../shared/docs/training-memory-model.md §3.1).

@@ -13,7 +13,9 @@ TensorId cross_entropy(GraphBuilder& g, std::string_view leaf, TensorId logits, 
   uint64_t numel = g.tensor(logits).numel;
   DType dtype = g.tensor(logits).dtype;
   TensorId input = logits;
-  if (rules.upcasts_to_fp32(dtype)) {
+  // CUDA lists log_softmax as fp32 (cross_entropy_loss itself falls through to it); the CPU
+  // lists cross_entropy_loss itself: an fp32 copy of 16-bit logits either way.
+  if (rules.upcasts_to_fp32("cross_entropy_loss", dtype) || rules.upcasts_to_fp32("log_softmax", dtype)) {
     if (dtype != DType::Float16) input = g.cast(logits, DType::Float32, name + ".logits_fp32");
     dtype = DType::Float32;
   }

@@ -11,7 +11,7 @@ TensorId layer_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId
                     int64_t hidden, bool noncontiguous_input) {
   std::string name(leaf);
   const PrecisionRules& rules = g.precision();
-  TensorId input = rules.upcasts_to_fp32(g.tensor(x).dtype) ? g.cast(x, DType::Float32, name + ".input_cast") : x;
+  TensorId input = rules.upcasts_to_fp32("layer_norm", g.tensor(x).dtype) ? g.cast(x, DType::Float32, name + ".input_cast") : x;
   uint64_t numel = g.tensor(input).numel;
   uint64_t rows = numel / static_cast<uint64_t>(hidden);
   TensorId out = g.activation(name + ".out", numel, g.tensor(input).dtype);
