@@ -154,6 +154,9 @@ def main(argv=None):
                     help="the three values a size is captured at (default batch_size=2,3,5 "
                          "seq_len=16,24,40 image_size=64,96,160)")
     ap.add_argument("--no-repeat", action="store_true", help="write every block out (no repeat folding)")
+    ap.add_argument("--compile", nargs="?", const="{}", metavar="SETTINGS",
+                    help="capture the model as torch.compile runs it (capture/compiled_capture.py); SETTINGS is "
+                         "the scenario's compile: map, e.g. '{scope: [model, loss], activation_memory_budget: 0.5}'")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
     if os.path.exists(args.output) and os.path.exists(args.model) and os.path.samefile(args.output, args.model):
@@ -171,7 +174,12 @@ def main(argv=None):
     from recorder import CaptureError
     import yaml_emit
     try:
-        doc, summary = capture(args.model, parse_sizes(args.sizes), repeats=not args.no_repeat, log=log)
+        if args.compile is not None:
+            import compiled_capture
+            doc, summary = compiled_capture.capture(args.model, parse_sizes(args.sizes),
+                                                    compiled_capture.settings_from_text(args.compile), log=log)
+        else:
+            doc, summary = capture(args.model, parse_sizes(args.sizes), repeats=not args.no_repeat, log=log)
     except CaptureError as err:
         print(f"oomcast_capture: error: {err}", file=sys.stderr)
         return 2

@@ -36,6 +36,9 @@ class GraphFileBuilder {
   void run_op(const graph::Statement& statement, const graph::OpStatement& op);
   void run_catalogue_op(const graph::Statement& statement, const graph::OpStatement& op, const std::string& leaf);
   void run_generic_op(const graph::Statement& statement, const graph::OpStatement& op, const std::string& leaf);
+  std::vector<BackwardStep> backward_program(const graph::Statement& statement, const graph::OpStatement& op,
+                                             const std::string& leaf, const std::vector<TensorId>& inputs,
+                                             const std::vector<TensorId>& originals, const std::vector<TensorId>& saved);
   void hold(const std::vector<graph::Ref>& refs);
   template <typename Visit>
   void for_each_iteration(const graph::Statement& statement, Visit visit);
