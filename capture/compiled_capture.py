@@ -23,6 +23,7 @@
 import os
 
 import torch
+import torch._functorch.config  # noqa: F401  (activation_memory_budget)
 
 import runner
 import symbolic
@@ -383,8 +384,13 @@ def _graph_statements(k, record, backward, namer, path):
         saves.append(names[base] if base is not None else None)
     program = _backward_program(backward, saved_names, saves, placeholders, names, prefix)
     saves_list = [s for s in dict.fromkeys(x for x in saves if x is not None)]
+    # the node takes the forward's outputs, the user's (its outputs are views of them) and the
+    # saved tensors, from the kernels that made them: they live at least until it runs
+    output_bases = [o["view_of"] for o in user_outputs] + saves_list
+    output_bases = [b for b in output_bases if b not in primal_names]
     statements.append({"op": "generic", "name": prefix, "aten": "compiled_function", "kind": "other",
-                       "inputs": primal_names, "outputs": user_outputs, "saves": saves_list,
+                       "inputs": primal_names + list(dict.fromkeys(output_bases)), "outputs": user_outputs,
+                       "saves": saves_list,
                        "backward_program": program})
     runtime_outputs = []  # the runtime's user outputs are named after the node's outputs
     for i in range(n_user):

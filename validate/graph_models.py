@@ -25,19 +25,6 @@ def graph_source(path):
     return None
 
 
-class _WithLoss(nn.Module):
-    """model(x, y) -> (output, loss), as the loop calls the built-in families."""
-
-    def __init__(self, user, model, compile_settings=None):
-        super().__init__()
-        self.inner = model
-        self._loss = getattr(user, "loss", None) or runner.default_loss
-        if compile_settings:  # the scenario's compile: torch.compile with inductor, as a recipe writes it
-            self.inner = compiled(model, compile_settings)
-            if "loss" in _scopes(compile_settings):
-                self._loss = compiled(self._loss, compile_settings)
-
-
 def _scopes(settings):
     scope = settings.get("scope", ["model"]) if isinstance(settings, dict) else ["model"]
     return [scope] if isinstance(scope, str) else list(scope)
@@ -55,6 +42,19 @@ def compiled(fn, settings):
     if settings.get("mode", "default") != "default":
         kwargs["mode"] = settings["mode"]
     return torch.compile(fn, **kwargs)
+
+
+class _WithLoss(nn.Module):
+    """model(x, y) -> (output, loss), as the loop calls the built-in families."""
+
+    def __init__(self, user, model, compile_settings=None):
+        super().__init__()
+        self.inner = model
+        self._loss = getattr(user, "loss", None) or runner.default_loss
+        if compile_settings:  # the scenario's compile: torch.compile with inductor, as a recipe writes it
+            self.inner = compiled(model, compile_settings)
+            if "loss" in _scopes(compile_settings):
+                self._loss = compiled(self._loss, compile_settings)
 
     def forward(self, x, y):
         out = runner._call_model(self.inner, x)
