@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // torch.compile's `mode` (torch/_inductor/__init__.py list_mode_options, torch 2.13).
 enum class CompileMode { Default, Lite, ReduceOverhead, MaxAutotune, MaxAutotuneNoCudagraphs };
@@ -35,4 +35,4 @@ struct CompileConfig {
 const char* compile_mode_name(CompileMode mode);
 const char* compile_scope_name(CompileScope scope);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -12,7 +12,7 @@
 
 #include "scenario/graph_file.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace {
 
@@ -200,4 +200,4 @@ void read_compile_section(const YamlNode& node, Scenario& scenario) {
   scenario.compile = config;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -6,7 +6,7 @@
 #include "scenario/scenario.h"
 #include "scenario/yaml_reader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // `compile: true | false | {mode, fullgraph, dynamic, scope, activation_memory_budget}`.
 // `graph_file_keys` also accepts the capture's `graphs` and `graph_breaks`. Throws InputError
@@ -19,4 +19,4 @@ CompileConfig read_compile_map(const YamlNode& node, bool graph_file_keys);
 // scenario.compile; throws InputError at the offending key otherwise.
 void read_compile_section(const YamlNode& node, Scenario& scenario);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -7,7 +7,7 @@
 #include "scenario/graph_file_test_support.h"
 #include "scenario/scenario_test_support.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 namespace {
 
 using testing::error_of;
@@ -96,4 +96,4 @@ TEST_CASE("compile: false is eager, as is no compile key", "[scenario][compile]"
   CHECK_FALSE(s.compile.enabled);
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -17,7 +17,7 @@
 #include "sim/allocator_config.h"
 #include "sim/device_model.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 struct GraphFile;  // a model given as a graph file (scenario/graph_file.h)
 
@@ -127,4 +127,4 @@ struct Scenario {
   CompileConfig compile;                        // torch.compile (compile_config.h)
 };
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -9,6 +9,9 @@
 
 namespace oomcast::planner::families {
 
+using scenario::OpKind;
+using scenario::parse_op_kind;
+
 namespace {
 
 enum class AutocastClass : uint8_t { None, Lower, Fp32 };
@@ -106,8 +109,8 @@ OpKind default_kind(const std::string& name) {
 
 // A generic op's `backward_program:` resolved: buffers numbered in order of first allocation,
 // `release` names matched to the op's saves (or `grad_output`), `grad` names to its inputs.
-std::vector<BackwardStep> GraphFileBuilder::backward_program(const graph::Statement& statement,
-                                                             const graph::OpStatement& op, const std::string& leaf,
+std::vector<BackwardStep> GraphFileBuilder::backward_program(const scenario::graph::Statement& statement,
+                                                             const scenario::graph::OpStatement& op, const std::string& leaf,
                                                              const std::vector<TensorId>& inputs,
                                                              const std::vector<TensorId>& originals,
                                                              const std::vector<TensorId>& saved) {
@@ -115,11 +118,11 @@ std::vector<BackwardStep> GraphFileBuilder::backward_program(const graph::Statem
   std::vector<std::string> buffers;
   std::vector<uint8_t> live;
   std::vector<uint8_t> granted(inputs.size(), 0);
-  for (const graph::BackwardStep& written : op.backward_program) {
+  for (const scenario::graph::BackwardStep& written : op.backward_program) {
     const std::string name = written.name.name.render(env_);
     BackwardStep step;
     switch (written.kind) {
-      case graph::BackwardStep::Kind::Alloc: {
+      case scenario::graph::BackwardStep::Kind::Alloc: {
         auto known = std::find(buffers.begin(), buffers.end(), name);
         if (known != buffers.end() && live[static_cast<size_t>(known - buffers.begin())])
           fail_op(op, written.name.where, "backward buffer '" + name + "' is allocated twice without a free");
@@ -141,7 +144,7 @@ std::vector<BackwardStep> GraphFileBuilder::backward_program(const graph::Statem
         }
         break;
       }
-      case graph::BackwardStep::Kind::Free: {
+      case scenario::graph::BackwardStep::Kind::Free: {
         auto known = std::find(buffers.begin(), buffers.end(), name);
         if (known == buffers.end() || !live[static_cast<size_t>(known - buffers.begin())])
           fail_op(op, written.name.where, "backward buffer '" + name + "' is freed but not allocated");
@@ -150,7 +153,7 @@ std::vector<BackwardStep> GraphFileBuilder::backward_program(const graph::Statem
         live[step.index] = 0;
         break;
       }
-      case graph::BackwardStep::Kind::Release: {
+      case scenario::graph::BackwardStep::Kind::Release: {
         if (name == "grad_output") {
           step.kind = BackwardStep::Kind::ReleaseGradOutput;
           break;
@@ -164,7 +167,7 @@ std::vector<BackwardStep> GraphFileBuilder::backward_program(const graph::Statem
           fail_op(op, written.name.where, "release '" + name + "' names no tensor in 'saves' (or grad_output)");
         break;
       }
-      case graph::BackwardStep::Kind::Grad: {
+      case scenario::graph::BackwardStep::Kind::Grad: {
         step.kind = BackwardStep::Kind::Grad;
         step.index = UINT32_MAX;
         const TensorId tensor = lookup(written.name, &op).tensor;
@@ -185,7 +188,7 @@ std::vector<BackwardStep> GraphFileBuilder::backward_program(const graph::Statem
   return program;
 }
 
-void GraphFileBuilder::run_generic_op(const graph::Statement& statement, const graph::OpStatement& op,
+void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op,
                                       const std::string& leaf) {
   const PrecisionRules& rules = g_.precision();
   const std::string aten = base_name(op.aten.empty() ? op.op : op.aten);
@@ -226,7 +229,7 @@ void GraphFileBuilder::run_generic_op(const graph::Statement& statement, const g
   std::vector<TensorId> outputs;
   std::vector<Shape> shapes;
   for (size_t i = 0; i < op.outputs.size(); ++i) {
-    const graph::Output& output = op.outputs[i];
+    const scenario::graph::Output& output = op.outputs[i];
     Shape shape = eval_shape(output.shape, output.where);
     uint64_t numel = checked_numel(shape, output.where);
     std::string name = leaf + (i == 0 ? std::string(".out") : ".out" + std::to_string(i));
@@ -241,7 +244,7 @@ void GraphFileBuilder::run_generic_op(const graph::Statement& statement, const g
 
   // Saved tensors: an input's name means the tensor the kernel received (its autocast copy).
   std::vector<TensorId> saved;
-  for (const graph::Ref& ref : op.saves) {
+  for (const scenario::graph::Ref& ref : op.saves) {
     std::string name = ref.name.render(env_);
     TensorId tensor = kNoTensor;
     for (size_t i = 0; i < op.outputs.size() && tensor == kNoTensor; ++i) {
@@ -257,10 +260,10 @@ void GraphFileBuilder::run_generic_op(const graph::Statement& statement, const g
     if (tensor != kNoTensor) saved.push_back(tensor);
   }
 
-  auto temporaries = [&](const std::vector<graph::Temporary>& list) {
+  auto temporaries = [&](const std::vector<scenario::graph::Temporary>& list) {
     std::vector<Transient> out;
     DType fallback = outputs.empty() ? computed : g_.tensor(outputs[0]).dtype;
-    for (const graph::Temporary& temporary : list) {
+    for (const scenario::graph::Temporary& temporary : list) {
       uint64_t bytes = 0;
       if (temporary.shape.present) {
         Shape shape = eval_shape(temporary.shape, statement.where);
@@ -280,12 +283,12 @@ void GraphFileBuilder::run_generic_op(const graph::Statement& statement, const g
 
   std::vector<GradRule> grads;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    graph::GradSpec spec = i < op.grads.size() ? op.grads[i] : graph::GradSpec::Default;
+    scenario::graph::GradSpec spec = i < op.grads.size() ? op.grads[i] : scenario::graph::GradSpec::Default;
     switch (spec) {
-      case graph::GradSpec::New: grads.push_back(GradRule::New); break;
-      case graph::GradSpec::Pass: grads.push_back(GradRule::PassThrough); break;
-      case graph::GradSpec::None: grads.push_back(GradRule::None); break;
-      case graph::GradSpec::Default:
+      case scenario::graph::GradSpec::New: grads.push_back(GradRule::New); break;
+      case scenario::graph::GradSpec::Pass: grads.push_back(GradRule::PassThrough); break;
+      case scenario::graph::GradSpec::None: grads.push_back(GradRule::None); break;
+      case scenario::graph::GradSpec::Default:
         grads.push_back(is_floating(g_.tensor(inputs[i]).dtype) ? GradRule::New : GradRule::None);
         break;
     }
