@@ -211,6 +211,9 @@ def main(argv=None):
                     help=f"give up after this many seconds (a model that never returns; default {DEFAULT_TIMEOUT_S:.0f})")
     ap.add_argument("--max-ops", type=int, default=None, metavar="N",
                     help="give up on a run after N tensor ops (a loop that never ends; default 2,000,000)")
+    ap.add_argument("--compile", nargs="?", const="{}", metavar="SETTINGS",
+                    help="capture the model as torch.compile runs it (capture/compiled_capture.py); SETTINGS is "
+                         "the scenario's compile: map, e.g. '{scope: [model, loss], activation_memory_budget: 0.5}'")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
     if os.path.exists(args.output) and os.path.exists(args.model) and os.path.samefile(args.output, args.model):
@@ -229,8 +232,13 @@ def main(argv=None):
     import yaml_emit
     try:
         with bounded(args.timeout, args.model):
-            doc, summary = capture(args.model, parse_sizes(args.sizes), repeats=not args.no_repeat, log=log,
-                                   max_ops=args.max_ops)
+            if args.compile is not None:
+                import compiled_capture
+                doc, summary = compiled_capture.capture(args.model, parse_sizes(args.sizes),
+                                                        compiled_capture.settings_from_text(args.compile), log=log)
+            else:
+                doc, summary = capture(args.model, parse_sizes(args.sizes), repeats=not args.no_repeat, log=log,
+                                       max_ops=args.max_ops)
     except CaptureError as err:
         text = str(err) if str(err).startswith(args.model) else f"{args.model}: {err}"
         print(f"oomcast_capture: error: {text}", file=sys.stderr)
