@@ -13,7 +13,10 @@ foreach(example ${OOMCAST_CAPTURE_EXAMPLES})
            COMMAND ${run_with_torch} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture.py example ${name})
   set_tests_properties(capture.example.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS capture)
 endforeach()
-foreach(case no_model forward_fails data_dependent)
+# A bad model file: one line on stderr, exit 2, no graph file, in bounded time (loops_forever
+# waits out its --timeout 20 s; every other case ends as soon as it is refused).
+foreach(case no_model forward_fails data_dependent data_dependent_init loops_forever loops_over_ops
+        more_memory_than_the_machine missing_package size_dependent_program)
   add_test(NAME capture.bad.${case}
            COMMAND ${run_with_torch} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture.py bad ${case})
   set_tests_properties(capture.bad.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS capture)
@@ -42,3 +45,11 @@ add_test(NAME capture.refuses_to_overwrite_the_model
          COMMAND ${CMAKE_COMMAND} -E env sh -c
                  "cp '${PROJECT_SOURCE_DIR}/capture/examples/linear.py' '${PROJECT_BINARY_DIR}/capture_model_copy.py' && python3 '${PROJECT_SOURCE_DIR}/capture/oomcast_capture.py' '${PROJECT_BINARY_DIR}/capture_model_copy.py' -o '${PROJECT_BINARY_DIR}/capture_model_copy.py'; test $? -eq 2 && cmp -s '${PROJECT_SOURCE_DIR}/capture/examples/linear.py' '${PROJECT_BINARY_DIR}/capture_model_copy.py'")
 set_tests_properties(capture.refuses_to_overwrite_the_model PROPERTIES LABELS capture)
+# Classes of code users write (issue 25, capture/tests/check_capture_classes.py): a dead tensor's
+# reused storage address, writes into views of a zeros_like, a value-dependent size stated by the
+# model file, a 4.3B-parameter model made by torch.zeros on the CPU (nothing materialised).
+foreach(case address_reuse writes_into_views stated_shape unmaterialised)
+  add_test(NAME capture.class.${case}
+           COMMAND ${run_with_torch} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture_classes.py ${case})
+  set_tests_properties(capture.class.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS capture)
+endforeach()

@@ -224,10 +224,15 @@ class GraphBuilder:
             r = self.t(oid)
             entry = {"name": self.name(oid), "shape": self.shape(oid)}
             base = r.inplace_of if r.inplace_of is not None else r.alias_of
+            if base is not None and self.is_scalar_constant(base):
+                base = None  # lift_fresh of a literal (torch.tensor(-inf)): the literal is not in the graph
+            wide = _AS_FLOAT32_WORDS.get(r.dtype)
+            if wide:  # a dtype the graph format lacks, written as float32 words of the same bytes
+                entry["shape"] = entry["shape"] + [wide]
             if base is not None:
                 entry["view_of"] = self.name(base)
-            elif r.dtype != promoted:
-                entry["dtype"] = r.dtype
+            elif wide or r.dtype != promoted:
+                entry["dtype"] = "float32" if wide else r.dtype
             outputs.append(entry)
         stmt["outputs"] = outputs
         saved = [self.name(t) for t in op.saved if not self.is_scalar_constant(t) and t in self.names]
@@ -238,7 +243,7 @@ class GraphBuilder:
 
     def grad_rule(self, op, tid, aliased):
         r = self.t(tid)
-        if r.dtype not in FLOATING or not r.requires_grad:
+        if r.dtype not in FLOATING or not op.input_requires_grad.get(tid, r.requires_grad):
             return "none"
         if not any(self.t(o).requires_grad for o in op.outputs):
             return "none"  # no autograd history (empty_like, comparisons, factories)
@@ -258,6 +263,13 @@ class GraphBuilder:
         if self.rec.output is not None:
             out["logits"] = self.name(self.rec.output)
         return out
+
+
+# Dtypes the graph format has no name for (docs/graph-format.md lists float32, float16, bfloat16,
+# int64, int32, bool, uint8), written as that many float32 words per element: complex RoPE's
+# view_as_complex results, a float64 table. The bytes, which are all the planner needs of a
+# generic op's output, are exact.
+_AS_FLOAT32_WORDS = {"complex64": 2, "float64": 2, "complex128": 4}
 
 
 def _numel(shape):

@@ -47,10 +47,15 @@ class KnownValues:
             cpu_kwargs["device"] = CPU
         return tree_map(swap, tuple(args)), cpu_kwargs
 
-    def evaluate(self, func, args, kwargs):
+    def evaluate(self, func, args, kwargs, meta_result=None):
         """The op's result on the CPU twins, or None when an input is unknown, the op is random
-        or the result is too large to be a control-flow value."""
+        or the result is too large to be a control-flow value. meta_result, the op's result on
+        the meta device when known, says its size before anything runs on the CPU: a factory
+        asked for a weight (torch.zeros(16384, 16384)) must not be materialised to find out."""
         if _nondeterministic(func):
+            return None
+        if meta_result is not None and sum(o.numel() for o in tree_flatten(meta_result)[0]
+                                           if isinstance(o, torch.Tensor)) > LIMIT:
             return None
         known = self.all_known(args, kwargs)
         if known is None:

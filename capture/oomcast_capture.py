@@ -12,6 +12,7 @@ dimension), optimizer(parameters) (written as the graph file's `optimizer:`) and
 capture/README.md says what is captured and the limits.
 """
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -31,7 +32,8 @@ def parse_sizes(items):
     return out
 
 
-def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None, user=None):
+def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None, max_ops=None,
+            user=None):
     """(document, summary) for the model file; raises CaptureError on bad input. `user`, when
     given, stands for the imported file (model(), batch(), optional loss/optimizer/sizes), and
     model_path only names it: oomcast.capture() passes a live module that way."""
@@ -53,10 +55,10 @@ def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None, u
     recordings = []
     t0 = time.time()
     for sizes in plan:
-        recordings.append(runner.record(user, model_path, sizes))
+        recordings.append(runner.record(user, model_path, sizes, max_ops=max_ops or runner.MAX_OPS))
     run_s = time.time() - t0
     base = recordings[0]
-    symbolic.check_same_structure(recordings, plan, _describe_op)
+    symbolic.check_same_structure(recordings, plan, _describe_op, _describe_tensor)
     shapes = symbolic.symbolic_shapes(recordings, plan, keys, lambda tid: _describe_tensor(base, tid))
     builder = GraphBuilder(base, shapes, keys)
     import torch
@@ -147,6 +149,55 @@ def _describe_tensor(rec, tid):
     return f"tensor {tid}"
 
 
+# A model file runs arbitrary code: the capture bounds its time (SIGALRM) and its memory (the
+# address space, to the machine's RAM), so that a model that never returns, or asks for more
+# memory than there is, ends in one line and exit 2 rather than a hang or the OOM killer.
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+@contextlib.contextmanager
+def bounded(timeout_s, model_path):
+    import resource
+    import signal
+
+    from recorder import CaptureError
+
+    def expired(_signum, frame):
+        target, line = os.path.abspath(model_path), None
+        while frame is not None and line is None:
+            if os.path.abspath(frame.f_code.co_filename) == target:
+                line = frame.f_lineno
+            frame = frame.f_back
+        where = f" ({os.path.basename(model_path)} line {line})" if line else ""
+        raise CaptureError(f"the capture did not finish within {timeout_s:g} s{where} (a loop "
+                           f"that never ends? --timeout raises the limit)")
+
+    previous = signal.signal(signal.SIGALRM, expired) if timeout_s and timeout_s > 0 else None
+    if previous is not None:
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    limits = resource.getrlimit(resource.RLIMIT_AS)
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if limits[0] == resource.RLIM_INFINITY or limits[0] > ram:
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (ram, limits[1]))
+        except (ValueError, OSError):
+            pass
+    try:
+        yield
+    except MemoryError:
+        raise CaptureError(f"the model asked for more memory than this machine has ({ram / 2**30:.0f} GiB); "
+                           f"nothing the capture records needs real memory: a tensor made outside torch "
+                           f"(numpy, from_numpy) or a Python object that large?")
+    finally:
+        if previous is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, limits)
+        except (ValueError, OSError):
+            pass
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -156,6 +207,13 @@ def main(argv=None):
                     help="the three values a size is captured at (default batch_size=2,3,5 "
                          "seq_len=16,24,40 image_size=64,96,160)")
     ap.add_argument("--no-repeat", action="store_true", help="write every block out (no repeat folding)")
+    ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                    help=f"give up after this many seconds (a model that never returns; default {DEFAULT_TIMEOUT_S:.0f})")
+    ap.add_argument("--max-ops", type=int, default=None, metavar="N",
+                    help="give up on a run after N tensor ops (a loop that never ends; default 2,000,000)")
+    ap.add_argument("--compile", nargs="?", const="{}", metavar="SETTINGS",
+                    help="capture the model as torch.compile runs it (capture/compiled_capture.py); SETTINGS is "
+                         "the scenario's compile: map, e.g. '{scope: [model, loss], activation_memory_budget: 0.5}'")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
     if os.path.exists(args.output) and os.path.exists(args.model) and os.path.samefile(args.output, args.model):
@@ -173,9 +231,17 @@ def main(argv=None):
     from recorder import CaptureError
     import yaml_emit
     try:
-        doc, summary = capture(args.model, parse_sizes(args.sizes), repeats=not args.no_repeat, log=log)
+        with bounded(args.timeout, args.model):
+            if args.compile is not None:
+                import compiled_capture
+                doc, summary = compiled_capture.capture(args.model, parse_sizes(args.sizes),
+                                                        compiled_capture.settings_from_text(args.compile), log=log)
+            else:
+                doc, summary = capture(args.model, parse_sizes(args.sizes), repeats=not args.no_repeat, log=log,
+                                       max_ops=args.max_ops)
     except CaptureError as err:
-        print(f"oomcast_capture: error: {err}", file=sys.stderr)
+        text = str(err) if str(err).startswith(args.model) else f"{args.model}: {err}"
+        print(f"oomcast_capture: error: {text}", file=sys.stderr)
         return 2
     import torch
     header = [f"oomcast graph file captured from {os.path.basename(args.model)} by capture/oomcast_capture.py "

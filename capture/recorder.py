@@ -9,6 +9,7 @@ import weakref
 
 import known_values
 import torch
+import value_shapes
 from torch.utils._python_dispatch import TorchDispatchMode
 
 try:  # torch >= 1.13 keeps the pytree helpers here; they are stable across 1.13 and 2.x
@@ -88,6 +89,11 @@ def _is_data_dependent(func, name, args=(), kwargs=None):
     return dyn is not None and getattr(dyn, "dynamic_output_shape", None) in tags
 
 
+# The most an op without a meta kernel may have in inputs to run on zero-filled CPU copies: the
+# capture materialises nothing the size of a model's weights.
+_CPU_FALLBACK_BYTES = 1 << 30
+
+
 def _grouped_mm_meta(args, kwargs):
     """aten::_grouped_mm's result on meta tensors: torch 2.13's meta kernel accepts bf16 only
     (the CUDA kernel's rule) while its CPU kernel, which transformers' MoE experts run, takes
@@ -118,6 +124,13 @@ def storage_key(t):
     return getattr(s, "_cdata", None)
 
 
+def _storage_object(t):
+    try:
+        return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    except Exception:
+        return None
+
+
 def _geometry(t):
     try:
         return (storage_key(t), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
@@ -146,7 +159,7 @@ class TensorRec:
 
 class OpRec:
     __slots__ = ("index", "op", "overload", "module", "inputs", "scalars", "outputs", "saved",
-                 "inplace", "view", "grad_inputs", "phase", "args")
+                 "inplace", "view", "grad_inputs", "phase", "args", "input_requires_grad")
 
     def __init__(self, index, op, overload, module, phase):
         self.index, self.op, self.overload, self.module, self.phase = index, op, overload, module, phase
@@ -154,6 +167,10 @@ class OpRec:
         self.inplace = self.view = False
         self.grad_inputs = []       # parallel to inputs: whether a gradient flows back to it
         self.args = {}              # schema argument name -> value (tensors as ("T", id))
+        # input id -> whether it required grad when this op ran: an in-place write into a view
+        # (out[..., 0] = a) makes its base require grad from then on, which the tensor's record,
+        # taken at its creation, does not say
+        self.input_requires_grad = {}
 
 
 class Recording:
@@ -181,6 +198,10 @@ class Recorder(TorchDispatchMode):
         self.by_impl = {}        # TensorImpl address -> tensor id
         self.by_geometry = {}    # (storage, offset, shape, strides, dtype) -> latest tensor id
         self.storage_of = {}     # tensor id -> storage identity while recording
+        # the storages of every recorded tensor, held for the whole run: a storage's identity is
+        # its address, so one freed and reused by a new tensor would make by_geometry (and
+        # storage_of) take the new tensor for a dead one. Meta storages hold no memory.
+        self.storages = []
         self.keep = []           # parameters, buffers, inputs, grad_fn nodes (strong references)
         self.objects = {}        # tensor id -> weak reference (activations) or the tensor
         self.modules = []        # stack of module paths
@@ -193,6 +214,11 @@ class Recorder(TorchDispatchMode):
         self._saves_detach = saves_dispatch_detach()  # probed before this mode is entered
         self.construction = None  # construction.ConstructionTracker while model() runs
         self.known = known_values.KnownValues()  # values computed from constants alone
+        self.model_path = None    # the model file: refusals name its line
+        self.sizes = {}           # this run's sizes, for the model file's data_dependent_shape()
+        self.stated_shape = None  # the model file's data_dependent_shape(), if any (value_shapes.py)
+        self.max_ops = None       # dispatcher ops allowed in one run (a loop that never ends)
+        self.op_count = 0
 
     # ---- tensors
     def module_path(self):
@@ -219,6 +245,7 @@ class Recorder(TorchDispatchMode):
         self.by_impl[t._cdata] = tid
         self.by_geometry[_geometry(t)] = tid
         self.storage_of[tid] = storage_key(t)
+        self.storages.append(_storage_object(t))
         if kind in ("activation", "constant"):
             # when the Python object dies (its last variable rebound or its frame returned) is
             # the tensor's lifetime as the program holds it; autograd's saving is separate
@@ -310,6 +337,11 @@ class Recorder(TorchDispatchMode):
         name = _op_name(func)
         if name == "aten::detach" and self._is_autograd_save(args[0]):
             return func(*args, **kwargs)
+        self.op_count += 1
+        if self.max_ops is not None and self.op_count > self.max_ops:
+            line = value_shapes.user_line(self.model_path)
+            raise CaptureError(f"more than {self.max_ops} tensor ops in one run{self._where(line)} (a loop that "
+                               f"never ends? --max-ops raises the limit)")
         self.resolve_pending()
         schema = func._schema
         if any(a.name == "device" for a in schema.arguments):
@@ -328,9 +360,7 @@ class Recorder(TorchDispatchMode):
                 out = tree_map(lambda c: torch.empty(c.shape, dtype=c.dtype, device=META)
                                if isinstance(c, torch.Tensor) else c, known)
         if out is None and (name in _VALUE_READS or _is_data_dependent(func, name, args, kwargs)):
-            where = f"module {self.module_path()}" if self.module_path() else "the model's forward"
-            raise CaptureError(f"data-dependent shape: {name} in {where} (its result depends on "
-                               f"tensor values, which a graph file cannot express)")
+            out = self._value_dependent(func, name, args, kwargs)
         if out is None and name == "aten::_grouped_mm":
             out = _grouped_mm_meta(args, kwargs)
         if out is None:
@@ -340,7 +370,7 @@ class Recorder(TorchDispatchMode):
                 out = func(*args, **kwargs)
             except (NotImplementedError, RuntimeError) as err:
                 out = self._cpu_fallback(func, args, kwargs, err)
-            known = self.known.evaluate(func, args, kwargs)
+            known = self.known.evaluate(func, args, kwargs, out)
         if known is not None:
             self.known.remember(out, known)
         else:
@@ -352,6 +382,37 @@ class Recorder(TorchDispatchMode):
             flat_out = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
             self.construction.observe_op(flat_in, flat_out)
         return out
+
+    def _value_dependent(self, func, name, args, kwargs):
+        """The result of an op whose size depends on tensor values, as the model file's
+        data_dependent_shape() states it; refused with the file's line and advice otherwise."""
+        line = value_shapes.user_line(self.model_path)
+        if name not in _VALUE_READS:
+            try:
+                out = value_shapes.stated_result(self.stated_shape, func, name, args, kwargs, self.sizes,
+                                                 line, META)
+            except CaptureError:
+                raise
+            except Exception as err:
+                raise CaptureError(f"data_dependent_shape() failed for {name}{self._where(line)}: "
+                                   f"{type(err).__name__}: {err}")
+            if out is not None:
+                return out
+        advice = value_shapes.READ_ADVICE if name in _VALUE_READS else value_shapes.ADVICE
+        raise CaptureError(f"data-dependent shape: {name}{self._where(line)}: its result depends on tensor "
+                           f"values, which a graph file cannot express; {advice}")
+
+    def _where(self, line):
+        """' in module M (MODEL.py line N)' / ' while model() builds the model', for refusals."""
+        if self.construction is not None:
+            where = " while model() builds the model"
+        elif self.module_path():
+            where = f" in module {self.module_path()}"
+        else:
+            where = f" in the {self.phase}" if self.phase != "forward" else " in the model's forward"
+        if line is not None and self.model_path:
+            where += f" ({self.model_path.rsplit('/', 1)[-1]} line {line})"
+        return where
 
     def _is_autograd_save(self, t):
         """torch 1.13 saves an op's output as output.detach(), dispatched right after the op
@@ -396,6 +457,11 @@ class Recorder(TorchDispatchMode):
         if "meta" not in str(err).lower() and "overrideable" not in str(err) \
                 and "backend" not in str(err).lower():
             raise err
+        inputs = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+        if sum(x.numel() * x.element_size() for x in inputs) > _CPU_FALLBACK_BYTES:
+            raise CaptureError(f"{_op_name(func)} has no meta kernel in torch {torch.__version__} and its "
+                               f"inputs are too large to run on zero-filled CPU copies{self._where(None)}")
+
         def to_cpu(x):
             if isinstance(x, torch.Tensor) and x.device.type == "meta":
                 return torch.zeros(x.shape, dtype=x.dtype).as_strided(x.shape, x.stride()) \
@@ -414,7 +480,9 @@ class Recorder(TorchDispatchMode):
         flat_args, _ = tree_flatten((args, kwargs))
         for a in flat_args:
             if isinstance(a, torch.Tensor):
-                op.inputs.append(self.tensor_id(a))
+                tid = self.tensor_id(a)
+                op.inputs.append(tid)
+                op.input_requires_grad[tid] = op.input_requires_grad.get(tid, False) or bool(a.requires_grad)
             elif isinstance(a, (int, float, bool)) or a is None:
                 op.scalars.append(a)
         for i, a in enumerate(schema.arguments):

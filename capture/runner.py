@@ -48,15 +48,31 @@ def size_keys(user):
 
 
 def _one_line(err):
+    if isinstance(err, MemoryError):
+        return "MemoryError (more memory than the capture may use: the machine's RAM)"
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+_LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                      for m in (torch, os) if getattr(m, "__file__", None)) + (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+
+
 def _where(err, path):
-    """' (MODEL.py line N)' for the innermost frame of the user's file."""
-    frames = [f for f in traceback.extract_tb(err.__traceback__)
-              if os.path.abspath(f.filename) == os.path.abspath(path)]
-    return f" ({os.path.basename(path)} line {frames[-1].lineno})" if frames else ""
+    """' (MODEL.py line N)' for the innermost frame of the user's code: the model file's, else
+    the innermost frame outside torch, the standard library and the capture (a module the model
+    file imports, or a package's model class such as transformers')."""
+    frames = traceback.extract_tb(err.__traceback__)
+    own = [f for f in frames if os.path.abspath(f.filename) == os.path.abspath(path)]
+    if own:
+        return f" ({os.path.basename(path)} line {own[-1].lineno})"
+    user = [f for f in frames if not os.path.abspath(f.filename).startswith(_LIBRARY_DIRS)]
+    return f" ({user[-1].filename} line {user[-1].lineno})" if user else ""
+
+
+def _located(err, path):
+    """A CaptureError's text with the user's line, unless the recorder already named it."""
+    return f"{err}" if f"{os.path.basename(path)} line " in str(err) else f"{err}{_where(err, path)}"
 
 
 def default_loss(output, target):
@@ -110,18 +126,25 @@ def import_lazy_torch_modules():
         importlib.import_module("torch._dynamo")
 
 
-def record(user, path, sizes, run_optimizer=True):
+# Dispatcher ops one run may take before the capture gives up on it as a loop that never ends
+# (the 80-layer 70B-shaped decoder takes about 8,000).
+MAX_OPS = 2_000_000
+
+
+def record(user, path, sizes, run_optimizer=True, max_ops=MAX_OPS):
     """One recorded training step at `sizes`; returns the Recording."""
     import_lazy_torch_modules()
     rec = Recording()
     mode = Recorder(rec)
+    mode.model_path, mode.sizes, mode.max_ops = path, dict(sizes), max_ops
+    mode.stated_shape = getattr(user, "data_dependent_shape", None)
     torch.manual_seed(0)
     with no_cyclic_gc(), mode, sdpa_regions(mode):
         with constructing(mode) as construction:
             try:
                 model = user.model()
-            except CaptureError:
-                raise
+            except CaptureError as err:
+                raise CaptureError(f"{path}: model(): {_located(err, path)}")
             except Exception as err:
                 raise CaptureError(f"{path}: model() failed: {_one_line(err)}{_where(err, path)}")
         if not isinstance(model, torch.nn.Module):
@@ -131,8 +154,8 @@ def record(user, path, sizes, run_optimizer=True):
         _register_state(mode, model)
         try:
             inputs, target = user.batch(**sizes)
-        except CaptureError:
-            raise
+        except CaptureError as err:
+            raise CaptureError(f"{path}: batch({_kw(sizes)}): {_located(err, path)}")
         except Exception as err:
             raise CaptureError(f"{path}: batch({_kw(sizes)}) failed: {_one_line(err)}{_where(err, path)}")
         for name, t in _named_tensors("inputs", inputs) + _named_tensors("target", target):
@@ -150,7 +173,7 @@ def record(user, path, sizes, run_optimizer=True):
                 try:
                     output = _call_model(model, inputs)
                 except CaptureError as err:
-                    raise CaptureError(f"{path}: {err}{_where(err, path)}")
+                    raise CaptureError(f"{path}: {_located(err, path)}")
                 except Exception as err:
                     raise CaptureError(f"{path}: the forward failed at {_kw(sizes)}"
                                        f"{' in module ' + mode.module_path() if mode.module_path() else ''}: "
@@ -164,8 +187,8 @@ def record(user, path, sizes, run_optimizer=True):
                 mode.modules.append("loss")
                 try:
                     loss = loss_fn(output, target)
-                except CaptureError:
-                    raise
+                except CaptureError as err:
+                    raise CaptureError(f"{path}: the loss: {_located(err, path)}")
                 except Exception as err:
                     raise CaptureError(f"{path}: the loss failed: {_one_line(err)}{_where(err, path)}")
                 mode.modules.pop()

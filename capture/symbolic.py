@@ -32,16 +32,20 @@ def size_plan(keys, declared):
 DEFAULT_VALUES = {"batch_size": [2, 3, 5], "seq_len": [16, 24, 40], "image_size": [64, 96, 160]}
 
 
-def check_same_structure(recordings, plan, describe_op):
-    """Every run must record the same ops on the same tensors; only shapes may differ."""
+def check_same_structure(recordings, plan, describe_op, describe_tensor=None):
+    """Every run must record the same ops on the same tensors; only shapes may differ. The
+    refusal says what differs: the op, its module, or which input, output or saved tensor."""
     base = recordings[0]
+    describe_tensor = describe_tensor or (lambda rec, tid: f"tensor {tid}")
     for run, rec in zip(plan[1:], recordings[1:]):
         where = ", ".join(f"{k}={v}" for k, v in run.items())
         for i, (a, b) in enumerate(zip(base.ops, rec.ops)):
-            if (a.op, a.module, a.inputs, a.outputs, a.saved) != (b.op, b.module, b.inputs, b.outputs, b.saved):
-                raise CaptureError(f"the program changes with the sizes: op {i} is {describe_op(base, a)} "
-                                   f"at {_kw(plan[0])} but {describe_op(rec, b)} at {where} (size-dependent "
-                                   f"control flow or data-dependent shapes cannot be written as one graph)")
+            difference = _op_difference(base, a, rec, b, describe_tensor)
+            if difference:
+                what, here, there = difference
+                raise CaptureError(f"the program changes with the sizes: op {i} ({describe_op(base, a)}): {what} is "
+                                   f"{here} at {_kw(plan[0])} but {there} at {where} (size-dependent control flow "
+                                   f"or data-dependent shapes cannot be written as one graph)")
         if len(base.ops) != len(rec.ops):
             raise CaptureError(f"the program changes with the sizes: {len(base.ops)} ops at {_kw(plan[0])}, "
                                f"{len(rec.ops)} at {where} (size-dependent control flow)")
@@ -49,6 +53,23 @@ def check_same_structure(recordings, plan, describe_op):
             if (a.dtype, len(a.shape), a.kind) != (b.dtype, len(b.shape), b.kind):
                 raise CaptureError(f"the program changes with the sizes: tensor {a.id} is {a.dtype}{list(a.shape)} "
                                    f"at {_kw(plan[0])} but {b.dtype}{list(b.shape)} at {where}")
+
+
+def _op_difference(base, a, rec, b, describe_tensor):
+    """(what differs, its value in the base run, in the other) between op a of the base run and
+    op b of another, or None."""
+    if a.op != b.op:
+        return "the op", a.op, b.op
+    if a.module != b.module:
+        return "its module", a.module or "the top level", b.module or "the top level"
+    for role, xs, ys in (("input", a.inputs, b.inputs), ("output", a.outputs, b.outputs),
+                         ("saved tensor", a.saved, b.saved)):
+        if len(xs) != len(ys):
+            return f"the number of {role}s", len(xs), len(ys)
+        for n, (x, y) in enumerate(zip(xs, ys)):
+            if x != y:
+                return f"{role} {n}", describe_tensor(base, x), describe_tensor(rec, y)
+    return None
 
 
 def _kw(sizes):

@@ -78,6 +78,8 @@ class GraphRunner {
   void run_forward_op(uint32_t op_index, int32_t position);
   void recompute_unit(size_t unit);
   void run_backward_node(uint32_t op_index);
+  void run_backward_program(uint32_t op_index);
+  void deliver_input_grads(const std::vector<std::pair<TensorId, int32_t>>& produced);
   void release_saved(uint32_t op_index);
   int32_t new_grad(TensorId tensor, TensorCategory category);
   void release_grad(int32_t grad);

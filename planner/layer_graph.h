@@ -48,6 +48,21 @@ struct Transient {
   bool dies_before_outputs = false;
 };
 
+// One step of a backward written out in order (a compiled graph's backward: its buffers, the
+// saved tensors it drops as it goes, the gradients it returns), run in place of the grad rules.
+struct BackwardStep {
+  enum class Kind : uint8_t {
+    Alloc,              // buffer `index` of `bytes` (named `name`)
+    Free,               // buffer `index`
+    ReleaseSaved,       // saved[index] dropped
+    ReleaseGradOutput,  // the incoming gradient dropped
+    Grad,               // the gradient of inputs[index], allocated now, delivered when the node returns
+  };
+  Kind kind = Kind::Alloc;
+  uint32_t index = 0;
+  uint32_t name = 0;
+  uint64_t bytes = 0;
+};
 
 struct OpNode {
   scenario::OpKind kind = scenario::OpKind::View;
@@ -58,6 +73,7 @@ struct OpNode {
   std::vector<GradRule> input_grads;       // parallel to inputs
   std::vector<Transient> forward_transients;
   std::vector<Transient> backward_transients;
+  std::vector<BackwardStep> backward_program;  // when non-empty: the backward, instead of input_grads
   int32_t unit = -1;                       // checkpoint unit (a block), -1 outside any
   bool records_grad_node = false;          // grad mode on and some input requires grad
   bool uses_cublas = false;                // a cuBLAS GEMM (creates the workspace on first use)

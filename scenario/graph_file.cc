@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/edit_distance.h"
+#include "scenario/compile_config_loader.h"
 #include "scenario/graph_file_reader.h"
 #include "scenario/outside_allocator_table.h"
 #include "scenario/yaml_reader.h"
@@ -305,7 +306,7 @@ void GraphReader::read_dims(const YamlNode& dims) {
 void GraphReader::read(const YamlNode& root) {
   if (!root.is_map()) root.fail("a graph file is a map (oomcast_graph, parameters, inputs, forward, outputs)");
   root.reject_unknown_keys({"oomcast_graph", "name", "description", "torch_version", "sizes", "dims", "parameters",
-                            "buffers", "inputs", "forward", "outputs", "optimizer"});
+                            "buffers", "inputs", "forward", "outputs", "optimizer", "compiled"});
   file_.declares_optimizer = !root.child("optimizer").is_missing();
   if (root.child("oomcast_graph").as_integer(1, 1000) != 1) {
     root.child("oomcast_graph").fail("this oomcast reads graph format version 1");
@@ -317,6 +318,8 @@ void GraphReader::read(const YamlNode& root) {
     if (!release) torch.fail("'torch_version' must be the PyTorch release the capture ran under, such as \"2.13\"");
     file_.torch_version = *release;
   }
+  // A compiled capture's settings (scenario/compile_config_loader.cc reads both keys the same way).
+  file_.compiled = read_compile_map(root.child("compiled"), /*graph_file_keys=*/true);
   read_sizes(root.child("sizes"));
   read_dims(root.child("dims"));
   file_.parameters = read_declarations(root.child("parameters"), DeclarationKind::Parameter, 0);

@@ -67,6 +67,19 @@ struct Temporary {
   bool after_outputs = false;
 };
 
+// One step of a backward written out in the order it runs (`backward_program:`, a compiled
+// graph's backward as capture/compiled_capture.py records it): allocate or free one of its
+// buffers, drop a saved tensor or the incoming gradient (`release: grad_output`), or allocate
+// the gradient of one of the op's inputs.
+struct BackwardStep {
+  enum class Kind : uint8_t { Alloc, Free, Release, Grad };
+  Kind kind = Kind::Alloc;
+  Ref name;            // alloc/free: the buffer; release: a saved name or grad_output; grad: an input
+  Expr bytes;          // alloc, when shape is absent
+  Shape shape;
+  DTypeSpec dtype = DTypeSpec::Inferred;
+};
+
 // An option value: a flag, an integer expression, a shape or a dtype (by the op's table).
 struct Option {
   std::string key;
@@ -92,6 +105,7 @@ struct OpStatement {
   std::vector<GradSpec> grads;
   std::vector<Temporary> forward_temporaries;
   std::vector<Temporary> backward_temporaries;
+  std::vector<BackwardStep> backward_program;       // replaces grads and backward_temporaries
   int cublas = -1;                                  // -1: from aten
 
   const Ref* tensor(const std::string& argument) const;
@@ -135,6 +149,9 @@ struct GraphFile {
   // does not say. A scenario that names no allocator.torch_version plans this release, one that
   // names another is warned (scenario_loader.cc).
   int torch_version = 0;
+  // `compiled:` the torch.compile settings a compiled capture ran with (capture/compiled_capture.py);
+  // enabled is false for an eager capture. A scenario planning the file must give the same `compile:`.
+  CompileConfig compiled;
 };
 
 // True when the YAML file at `path` is a graph file (it has a top-level `oomcast_graph` key).

@@ -134,9 +134,40 @@ std::vector<Temporary> GraphReader::read_temporaries(const YamlNode& list) {
   return out;
 }
 
+std::vector<BackwardStep> GraphReader::read_backward_program(const YamlNode& list) {
+  std::vector<BackwardStep> out;
+  if (list.is_missing()) return out;
+  if (!list.is_sequence()) list.fail("'backward_program' must be a list of {alloc|free|release|grad: NAME}");
+  for (const YamlNode& item : list.items()) {
+    if (!item.is_map()) item.fail("a backward step is a map such as {alloc: buf0, shape: [batch_size, 64]}");
+    item.reject_unknown_keys({"alloc", "free", "release", "grad", "bytes", "shape", "dtype"});
+    BackwardStep step;
+    int kinds = 0;
+    for (auto [key, kind] : {std::pair{"alloc", BackwardStep::Kind::Alloc}, std::pair{"free", BackwardStep::Kind::Free},
+                             std::pair{"release", BackwardStep::Kind::Release}, std::pair{"grad", BackwardStep::Kind::Grad}}) {
+      if (item.child(key).is_missing()) continue;
+      ++kinds;
+      step.kind = kind;
+      step.name = read_ref(item.child(key));
+    }
+    if (kinds != 1) item.fail("a backward step has exactly one of alloc, free, release, grad");
+    bool has_bytes = !item.child("bytes").is_missing();
+    bool has_shape = !item.child("shape").is_missing();
+    if (step.kind == BackwardStep::Kind::Alloc && has_bytes == has_shape)
+      item.fail("an alloc step has either 'bytes' or 'shape' (with 'dtype')");
+    if (step.kind != BackwardStep::Kind::Alloc && (has_bytes || has_shape || !item.child("dtype").is_missing()))
+      item.fail("only an alloc step has a size (a gradient has its input's size)");
+    if (has_bytes) step.bytes = read_expr(item.child("bytes"));
+    step.shape = read_shape(item.child("shape"));
+    if (!item.child("dtype").is_missing()) step.dtype = read_dtype(item.child("dtype"));
+    out.push_back(std::move(step));
+  }
+  return out;
+}
+
 void GraphReader::read_generic_op(const YamlNode& item, OpStatement& op) {
   item.reject_unknown_keys({"op", "name", "aten", "kind", "inputs", "outputs", "saves", "grads", "forward_temporaries",
-                            "backward_temporaries", "cublas"});
+                            "backward_temporaries", "backward_program", "cublas"});
   op.aten = item.string_or("aten", "");
   if (!item.child("kind").is_missing()) op.kind = item.child("kind").as_choice(op_kind_names());
   op.inputs = read_refs(item.child("inputs"));
@@ -160,6 +191,9 @@ void GraphReader::read_generic_op(const YamlNode& item, OpStatement& op) {
   }
   op.forward_temporaries = read_temporaries(item.child("forward_temporaries"));
   op.backward_temporaries = read_temporaries(item.child("backward_temporaries"));
+  op.backward_program = read_backward_program(item.child("backward_program"));
+  if (!op.backward_program.empty() && (!grads.is_missing() || !op.backward_temporaries.empty()))
+    item.child("backward_program").fail("'backward_program' replaces 'grads' and 'backward_temporaries': give one or the other");
   if (!item.child("cublas").is_missing()) op.cublas = item.child("cublas").as_bool() ? 1 : 0;
 }
 

@@ -32,6 +32,7 @@ class GraphReader {
   void read_catalogue_op(const YamlNode& item, OpStatement& op);
   void read_generic_op(const YamlNode& item, OpStatement& op);
   std::vector<Temporary> read_temporaries(const YamlNode& list);
+  std::vector<BackwardStep> read_backward_program(const YamlNode& list);
   Output read_output(const YamlNode& node);
 
   Template read_template(const YamlNode& node);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "scenario/compile_config.h"
 #include "scenario/cuda_graphs_config.h"
 #include "scenario/device_throughput.h"
 #include "scenario/job_config.h"
@@ -126,6 +127,7 @@ struct Scenario {
   ParallelConfig parallel;                      // data parallel: one rank of the job is planned
   JobConfig job;                                // job kind, trainable subset, weight format, loading (job_config.h)
   std::vector<CudaGraphConfig> cuda_graphs;     // captured graphs (cuda_graphs_config.h)
+  CompileConfig compile;                        // torch.compile (compile_config.h)
 };
 
 }  // namespace oomcast::scenario

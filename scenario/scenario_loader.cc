@@ -18,6 +18,7 @@
 #include "scenario/model_families.h"
 #include "scenario/op_kind.h"
 #include "scenario/model_catalog.h"
+#include "scenario/compile_config_loader.h"
 #include "scenario/cuda_graphs_config_loader.h"
 #include "scenario/device_section_loader.h"
 #include "scenario/moe_config.h"
@@ -91,7 +92,7 @@ const std::vector<std::string> kTopLevelKeys = {
     "description", "model", "batch_size", "seq_len", "image_size", "grad_accum_steps",
     "iterations", "precision", "attention", "dropout", "checkpointing", "optimizer",
     "training_loop", "eval", "device", "allocator", "parallel", "moe",
-    "cuda_graphs"};
+    "cuda_graphs", "compile"};
 
 bool looks_like_path(const std::string& reference) {
   auto ends_with = [&](const char* suffix) {
@@ -113,6 +114,7 @@ std::string shorthand_key(const std::string& path, const std::string& scalar) {
   if (path == "job") return "kind";
   if (path == "weights") return "format";
   if (path == "loading") return "method";
+  if (path == "compile") return "enabled";
   return "";
 }
 
@@ -435,6 +437,7 @@ Scenario read_scenario(const YamlDocument& document) {
   read_job_sections(root, scenario);                // scenario/job_config_loader.cc
   if (attention.is_missing()) scenario.attention = default_attention(scenario);  // depends on the job
   read_cuda_graphs_section(root.child("cuda_graphs"), scenario);  // scenario/cuda_graphs_config_loader.cc
+  read_compile_section(root.child("compile"), scenario);          // scenario/compile_config_loader.cc
   check_device_support(root, scenario);
   check_scenario_sizes(root, scenario);
   return scenario;

@@ -337,7 +337,7 @@ def run(cfg, hook, log):
         torch.set_default_dtype(half)
     if family == "graph":
         import graph_models
-        model = graph_models.build(dims["source"], checkpointing=(ckpt == "full"))
+        model = graph_models.build(dims["source"], checkpointing=(ckpt == "full"), compile_settings=cfg.get("compile"))
         make_batch = lambda family, dims, b, s, g: graph_models.make_batch(model, b, s)  # noqa: E731
     elif family == "hf":
         import hf_models

@@ -3,7 +3,10 @@
 # run and comparing with the model file's real training loop (validate/check_captured.sh).
 # Under OOMCAST_PYTHON (the venv's torch 2.13): skipped (exit 77) where it has no torch, failed
 # under CI=true.
-file(GLOB OOMCAST_CAPTURED_SCENARIOS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/validate/captured/*.yaml)
+# validate/capture_corpus/ holds model files written in the styles real users write (issue 25),
+# each beside its scenario (NAME.py, NAME.yaml).
+file(GLOB OOMCAST_CAPTURED_SCENARIOS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/validate/captured/*.yaml
+     ${PROJECT_SOURCE_DIR}/validate/capture_corpus/*.yaml)
 foreach(scenario ${OOMCAST_CAPTURED_SCENARIOS})
   get_filename_component(name ${scenario} NAME_WE)
   oomcast_validation_tolerance(${scenario} tolerance)

@@ -1,6 +1,8 @@
 #!/bin/sh
 # check_captured.sh: one CPU validation test of a captured model (validate/captured_validation.cmake):
-# captures capture/examples/NAME.py into a graph file, plans the scenario validate/captured/NAME.yaml
+# captures capture/examples/NAME.py (or validate/capture_corpus/NAME.py, whose scenario is
+# validate/capture_corpus/NAME.yaml) into a graph file, checks that it counts the parameters
+# PyTorch counts (validate/count_parameters.py), plans the scenario validate/captured/NAME.yaml
 # (model: NAME.graph.yaml, at sizes the capture did not run), runs the model file's real training
 # loop on the CPU (validate/capture.py) and compares them with `oomcast compare`, under PYTHON
 # (the venv's torch 2.13) or $OOMCAST_VALIDATE_PYTHON. Exit 77 (skip) when that python has no
@@ -17,8 +19,13 @@ echo "$found"
 [ $status -eq 0 ] || exit $status
 dir="$out_dir/captured-$name"
 mkdir -p "$dir" || exit 2
-"$python" "$repo/capture/oomcast_capture.py" "$repo/capture/examples/$name.py" -o "$dir/$name.graph.yaml" -q || exit 2
-cp "$here/captured/$name.yaml" "$dir/$name.yaml" || exit 2
+model="$repo/capture/examples/$name.py" scenario="$here/captured/$name.yaml"
+if [ ! -f "$model" ]; then
+  model="$here/capture_corpus/$name.py" scenario="$here/capture_corpus/$name.yaml"
+fi
+"$python" "$repo/capture/oomcast_capture.py" "$model" -o "$dir/$name.graph.yaml" -q || exit 2
+"$python" "$here/count_parameters.py" "$model" "$dir/$name.graph.yaml" || exit 1
+cp "$scenario" "$dir/$name.yaml" || exit 2
 if "$oomcast" plan "$dir/$name.yaml" 2>&1 | grep -q "unknown key 'oomcast_graph'"; then
   echo "SKIP: this oomcast reads no graph files yet (docs/graph-format.md's reader has not landed)"
   exit 77

@@ -25,26 +25,49 @@ def graph_source(path):
     return None
 
 
+def _scopes(settings):
+    scope = settings.get("scope", ["model"]) if isinstance(settings, dict) else ["model"]
+    return [scope] if isinstance(scope, str) else list(scope)
+
+
+def compiled(fn, settings):
+    """torch.compile(fn) with the scenario's compile: settings (mode, fullgraph, dynamic and the
+    partitioner's activation_memory_budget, set for the process as a training script sets it)."""
+    import torch
+    settings = settings if isinstance(settings, dict) else {}
+    if "activation_memory_budget" in settings:
+        torch._functorch.config.activation_memory_budget = float(settings["activation_memory_budget"])
+    dynamic = {"false": False, "true": True, "auto": None}.get(str(settings.get("dynamic", "false")).lower(), False)
+    kwargs = dict(fullgraph=bool(settings.get("fullgraph", False)), dynamic=dynamic)
+    if settings.get("mode", "default") != "default":
+        kwargs["mode"] = settings["mode"]
+    return torch.compile(fn, **kwargs)
+
+
 class _WithLoss(nn.Module):
     """model(x, y) -> (output, loss), as the loop calls the built-in families."""
 
-    def __init__(self, user, model):
+    def __init__(self, user, model, compile_settings=None):
         super().__init__()
         self.inner = model
         self._loss = getattr(user, "loss", None) or runner.default_loss
+        if compile_settings:  # the scenario's compile: torch.compile with inductor, as a recipe writes it
+            self.inner = compiled(model, compile_settings)
+            if "loss" in _scopes(compile_settings):
+                self._loss = compiled(self._loss, compile_settings)
 
     def forward(self, x, y):
         out = runner._call_model(self.inner, x)
         return out, self._loss(out, y)
 
 
-def build(source, checkpointing=False):
+def build(source, checkpointing=False, compile_settings=None):
     if checkpointing:
         raise ValueError("checkpointing: the CPU capture of a captured model runs none")
     user = runner.load_model_file(source)
     model = user.model()
     # the capture's parameter names: the wrapper must not appear in them
-    wrapped = _WithLoss(user, model)
+    wrapped = _WithLoss(user, model, compile_settings)
     wrapped.user = user
     return wrapped
 

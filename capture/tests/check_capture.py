@@ -276,17 +276,58 @@ BAD = {
                        "        super().__init__()\n        self.fc = nn.Linear(4, 3)\n\n    def forward(self, x):\n"
                        "        return self.fc(x[x.sum(-1) > 0])\n\ndef model():\n    return M()\n\n"
                        "def batch(batch_size):\n    return torch.randn(batch_size, 4), torch.zeros(batch_size, dtype=torch.long)\n",
-                       "data-dependent shape"),
+                       "data-dependent shape: aten::index in the model's forward (data_dependent.py line 9)"),
+    # a value-dependent op in __init__: the refusal names model() and the __init__ line
+    "data_dependent_init": ("import torch, torch.nn as nn\n\nclass M(nn.Module):\n    def __init__(self):\n"
+                            "        super().__init__()\n        self.fc = nn.Linear(4, 3)\n"
+                            "        self.register_buffer('rows', (torch.randn(4) > 0).nonzero())\n\n"
+                            "    def forward(self, x):\n        return self.fc(x)\n\ndef model():\n    return M()\n\n"
+                            "def batch(batch_size):\n    return torch.randn(batch_size, 4), torch.zeros(batch_size, dtype=torch.long)\n",
+                            "aten::nonzero while model() builds the model (data_dependent_init.py line 7)"),
+    # a Python loop that never returns: the time limit ends it (--timeout)
+    "loops_forever": ("import torch, torch.nn as nn\n\nclass M(nn.Module):\n    def __init__(self):\n"
+                      "        super().__init__()\n        self.fc = nn.Linear(4, 3)\n\n    def forward(self, x):\n"
+                      "        while True:\n            pass\n\ndef model():\n    return M()\n\n"
+                      "def batch(batch_size):\n    return torch.randn(batch_size, 4), torch.zeros(batch_size, dtype=torch.long)\n",
+                      "did not finish within 20 s (loops_forever.py line ", "--timeout", "20"),
+    # a loop of tensor ops that never ends: the op cap ends it (--max-ops)
+    "loops_over_ops": ("import torch, torch.nn as nn\n\nclass M(nn.Module):\n    def __init__(self):\n"
+                       "        super().__init__()\n        self.fc = nn.Linear(4, 3)\n\n    def forward(self, x):\n"
+                       "        while x.shape[0] > 0:\n            x = x * 1.0\n        return self.fc(x)\n\n"
+                       "def model():\n    return M()\n\n"
+                       "def batch(batch_size):\n    return torch.randn(batch_size, 4), torch.zeros(batch_size, dtype=torch.long)\n",
+                       "more than 5000 tensor ops in one run in the model's forward (loops_over_ops.py line 10)",
+                       "--max-ops", "5000"),
+    # memory outside torch (numpy, a bytearray) beyond the machine's RAM: the address-space limit
+    "more_memory_than_the_machine": ("import os, torch, torch.nn as nn\n\n"
+                                     "def model():\n"
+                                     "    table = bytearray(4 * os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE'))\n"
+                                     "    return nn.Linear(4, 3)\n\n"
+                                     "def batch(batch_size):\n    return torch.randn(batch_size, 4), torch.zeros(batch_size, dtype=torch.long)\n",
+                                     "(more_memory_than_the_machine.py line 4)"),
+    # control flow on a size: the refusal says which input of which op differs
+    "size_dependent_program": ("import torch, torch.nn as nn\n\nclass M(nn.Module):\n    def __init__(self):\n"
+                               "        super().__init__()\n        self.a, self.b = nn.Linear(4, 3), nn.Linear(4, 3)\n\n"
+                               "    def forward(self, x):\n        return (self.a if x.shape[0] == 2 else self.b)(x)\n\n"
+                               "def model():\n    return M()\n\n"
+                               "def batch(batch_size):\n    return torch.randn(batch_size, 4), torch.zeros(batch_size, dtype=torch.long)\n",
+                               "op 0 (aten::t in a): its module is a at batch_size=2 but b at batch_size=3"),
+    # a model file importing a package this python lacks (einops where it is not installed)
+    "missing_package": ("import torch, torch.nn as nn\nfrom oomcast_no_such_package import rearrange\n\n"
+                        "def model():\n    return nn.Linear(4, 3)\n\n"
+                        "def batch(batch_size):\n    return torch.randn(batch_size, 4), torch.zeros(batch_size, dtype=torch.long)\n",
+                        "importing it failed: ModuleNotFoundError: No module named 'oomcast_no_such_package' "
+                        "(missing_package.py line 2)"),
 }
 
 
 def check_bad(case):
-    source, expected = BAD[case]
+    source, expected, *options = BAD[case]
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, case + ".py")
         with open(model, "w") as f:
             f.write(source)
-        rc, out, err = run_capture(model, os.path.join(tmp, "out.yaml"))
+        rc, out, err = run_capture(model, os.path.join(tmp, "out.yaml"), *options)
         wrote = os.path.exists(os.path.join(tmp, "out.yaml"))
     lines = [l for l in err.splitlines() if l.strip()]
     if rc != 2 or len(lines) != 1 or expected not in lines[0] or wrote:

@@ -36,6 +36,10 @@ class GraphFileBuilder {
   void run_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op);
   void run_catalogue_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op, const std::string& leaf);
   void run_generic_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op, const std::string& leaf);
+  std::vector<BackwardStep> backward_program(const scenario::graph::Statement& statement,
+                                             const scenario::graph::OpStatement& op, const std::string& leaf,
+                                             const std::vector<TensorId>& inputs, const std::vector<TensorId>& originals,
+                                             const std::vector<TensorId>& saved);
   void hold(const std::vector<scenario::graph::Ref>& refs);
   template <typename Visit>
   void for_each_iteration(const scenario::graph::Statement& statement, Visit visit);

@@ -86,6 +86,87 @@ OpKind default_kind(const std::string& name) {
 
 }  // namespace
 
+// A generic op's `backward_program:` resolved: buffers numbered in order of first allocation,
+// `release` names matched to the op's saves (or `grad_output`), `grad` names to its inputs.
+std::vector<BackwardStep> GraphFileBuilder::backward_program(const scenario::graph::Statement& statement,
+                                                             const scenario::graph::OpStatement& op, const std::string& leaf,
+                                                             const std::vector<TensorId>& inputs,
+                                                             const std::vector<TensorId>& originals,
+                                                             const std::vector<TensorId>& saved) {
+  std::vector<BackwardStep> program;
+  std::vector<std::string> buffers;
+  std::vector<uint8_t> live;
+  std::vector<uint8_t> granted(inputs.size(), 0);
+  for (const scenario::graph::BackwardStep& written : op.backward_program) {
+    const std::string name = written.name.name.render(env_);
+    BackwardStep step;
+    switch (written.kind) {
+      case scenario::graph::BackwardStep::Kind::Alloc: {
+        auto known = std::find(buffers.begin(), buffers.end(), name);
+        if (known != buffers.end() && live[static_cast<size_t>(known - buffers.begin())])
+          fail_op(op, written.name.where, "backward buffer '" + name + "' is allocated twice without a free");
+        step.kind = BackwardStep::Kind::Alloc;
+        step.index = static_cast<uint32_t>(known - buffers.begin());
+        if (known == buffers.end()) {
+          buffers.push_back(name);
+          live.push_back(0);
+        }
+        live[step.index] = 1;
+        step.name = g_.intern(g_.qualified(leaf + ".backward." + name));
+        if (written.shape.present) {
+          Shape shape = eval_shape(written.shape, written.name.where);
+          step.bytes = checked_numel(shape, written.name.where) * dtype_bytes(dtype_of(written.dtype, DType::Float32));
+        } else {
+          int64_t value = eval(written.bytes);
+          if (value < 0 || value > (int64_t{1} << 50)) fail_op(op, written.name.where, "buffer bytes outside 0 .. 2^50");
+          step.bytes = static_cast<uint64_t>(value);
+        }
+        break;
+      }
+      case scenario::graph::BackwardStep::Kind::Free: {
+        auto known = std::find(buffers.begin(), buffers.end(), name);
+        if (known == buffers.end() || !live[static_cast<size_t>(known - buffers.begin())])
+          fail_op(op, written.name.where, "backward buffer '" + name + "' is freed but not allocated");
+        step.kind = BackwardStep::Kind::Free;
+        step.index = static_cast<uint32_t>(known - buffers.begin());
+        live[step.index] = 0;
+        break;
+      }
+      case scenario::graph::BackwardStep::Kind::Release: {
+        if (name == "grad_output") {
+          step.kind = BackwardStep::Kind::ReleaseGradOutput;
+          break;
+        }
+        step.kind = BackwardStep::Kind::ReleaseSaved;
+        step.index = UINT32_MAX;
+        for (size_t i = 0; i < op.saves.size(); ++i) {
+          if (op.saves[i].name.render(env_) == name) step.index = static_cast<uint32_t>(i);
+        }
+        if (step.index == UINT32_MAX || step.index >= saved.size())
+          fail_op(op, written.name.where, "release '" + name + "' names no tensor in 'saves' (or grad_output)");
+        break;
+      }
+      case scenario::graph::BackwardStep::Kind::Grad: {
+        step.kind = BackwardStep::Kind::Grad;
+        step.index = UINT32_MAX;
+        const TensorId tensor = lookup(written.name, &op).tensor;
+        for (size_t i = 0; i < originals.size(); ++i) {
+          if (originals[i] == tensor) step.index = static_cast<uint32_t>(i);
+        }
+        if (step.index == UINT32_MAX) fail_op(op, written.name.where, "grad '" + name + "' is not one of the op's inputs");
+        if (granted[step.index]) fail_op(op, written.name.where, "grad '" + name + "' is given twice");
+        granted[step.index] = 1;
+        break;
+      }
+    }
+    program.push_back(step);
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (live[i]) fail_op(op, statement.where, "backward buffer '" + buffers[i] + "' is never freed");
+  }
+  return program;
+}
+
 void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op,
                                       const std::string& leaf) {
   const PrecisionRules& rules = g_.precision();
@@ -193,6 +274,14 @@ void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statemen
     }
   }
 
+  std::vector<BackwardStep> program = backward_program(statement, op, leaf, inputs, originals, saved);
+  if (!program.empty()) {
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = GradRule::None;
+    for (const BackwardStep& step : program) {
+      if (step.kind == BackwardStep::Kind::Grad) grads[step.index] = GradRule::New;
+    }
+  }
+
   OpKind kind = default_kind(aten);
   if (!op.kind.empty()) parse_op_kind(op.kind, &kind);
   OpNode& node = g_.add_op(kind, leaf, std::move(inputs), outputs, std::move(grads));
@@ -200,6 +289,7 @@ void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statemen
   node.saved = std::move(saved);
   node.forward_transients = std::move(forward_transients);
   node.backward_transients = std::move(backward_transients);
+  node.backward_program = std::move(program);
   g_.finish_op(node);
   bind_outputs(op, outputs, shapes);
 }

@@ -67,9 +67,37 @@ OpCost forward_cost(const LayerGraph& graph, const OpNode& op) {
   return cost;
 }
 
+namespace {
+
+// A backward written out step by step (a compiled graph's, graph_file backward_program): one
+// kernel per buffer or gradient it makes. Each buffer is written once and read about once by a
+// later kernel, each gradient written once; the incoming gradient and the saved tensors are read
+// once. Inductor's fused kernels leave their intermediates in registers, so those move no bytes:
+// this is how the step-time model sees compile's smaller memory traffic (docs/step-time.md).
+OpCost program_backward_cost(const LayerGraph& graph, const OpNode& op) {
+  OpCost cost;
+  for (TensorId out : op.outputs) cost.bytes += tensor_bytes(graph, out);
+  for (TensorId saved : op.saved) cost.bytes += tensor_bytes(graph, saved);
+  for (const BackwardStep& step : op.backward_program) {
+    if (step.kind == BackwardStep::Kind::Alloc) {
+      cost.bytes += 2.0 * static_cast<double>(step.bytes);
+      cost.kernels += 1.0;
+    } else if (step.kind == BackwardStep::Kind::Grad) {
+      cost.bytes += tensor_bytes(graph, op.inputs[step.index]);
+      cost.kernels += 1.0;
+    }
+  }
+  cost.flops_known = false;
+  return cost;
+}
+
+}  // namespace
+
 OpCost backward_cost(const LayerGraph& graph, const OpNode& op) {
   OpCost cost;
-  if (!op.records_grad_node || !launches_kernel(op.kind)) return cost;
+  if (!op.records_grad_node) return cost;
+  if (!op.backward_program.empty()) return program_backward_cost(graph, op);
+  if (!launches_kernel(op.kind)) return cost;
   OpCost forward = forward_cost(graph, op);
   cost.matmul_class = forward.matmul_class;
   cost.compute_dtype = forward.compute_dtype;

@@ -224,3 +224,37 @@ TEST_CASE("the cpu device has no step time", "[planner][step_time]") {
   CHECK_FALSE(time.modelled);
   CHECK_FALSE(time.not_modelled.empty());
 }
+
+TEST_CASE("a compiled backward written as a program moves only its buffers, gradients, saved tensors and incoming "
+          "gradient, one kernel each",
+          "[planner][step_time][compile]") {
+  LayerGraph graph;
+  graph.names = {"", "x", "w", "y", "node", "buffer"};
+  auto tensor = [&](uint32_t name, uint64_t numel, bool requires_grad, TensorRole role) {
+    TensorDesc desc;
+    desc.name = name;
+    desc.numel = numel;
+    desc.role = role;
+    desc.requires_grad = requires_grad;
+    desc.storage = static_cast<TensorId>(graph.tensors.size());
+    graph.tensors.push_back(desc);
+    return desc.storage;
+  };
+  TensorId x = tensor(1, 1000, false, TensorRole::Input);
+  TensorId w = tensor(2, 100, true, TensorRole::Parameter);
+  TensorId y = tensor(3, 1000, true, TensorRole::Activation);
+  OpNode node;
+  node.kind = OpKind::Other;
+  node.inputs = {x, w};
+  node.outputs = {y};
+  node.saved = {x};
+  node.input_grads = {GradRule::None, GradRule::New};
+  node.records_grad_node = true;
+  node.backward_program = {{BackwardStep::Kind::Alloc, 0, 5, 4000},
+                           {BackwardStep::Kind::Grad, 1, 0, 0},
+                           {BackwardStep::Kind::Free, 0, 0, 0}};
+  OpCost cost = backward_cost(graph, node);
+  // incoming gradient 4000 B + saved x 4000 B + buffer written and read 2 x 4000 B + weight gradient 400 B
+  CHECK(cost.bytes == Approx(4000.0 + 4000.0 + 8000.0 + 400.0));
+  CHECK(cost.kernels == 2.0);
+}
