@@ -60,7 +60,8 @@ void check_pipeline(const YamlNode& node, const YamlNode& where, const Scenario&
   const bool interleaved = mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B;
   if (interleaved && mesh.pipeline_virtual_stages < 2) {
     (virtual_node.is_missing() ? node.child("pipeline_schedule") : virtual_node)
-        .fail("interleaved_1f1b needs pipeline_virtual_stages of 2 or more (model chunks per rank)");
+        .fail("'parallel.pipeline_schedule' interleaved_1f1b needs pipeline_virtual_stages of 2 or more (model "
+              "chunks per rank)");
   }
   if (!interleaved && mesh.pipeline_schedule != PipelineSchedule::ZeroBubble && mesh.pipeline_virtual_stages > 1) {
     virtual_node.fail("'" + virtual_node.path() + "' needs pipeline_schedule interleaved_1f1b or zero_bubble");
@@ -159,6 +160,10 @@ void read_mesh_keys(const YamlNode& node, Scenario& scenario) {
   if (!mesh.model_parallel() && mesh.data_parallel_replicate == 1) return;
 
   const ParallelConfig& parallel = scenario.parallel;
+  YamlNode world = node.child("world_size");
+  if (world.is_missing()) {
+    node.fail("'parallel' needs 'world_size' (every rank of the job: data x context x tensor x pipeline parallel)");
+  }
   if (parallel.engine == ParallelEngine::Fsdp || parallel.engine == ParallelEngine::DeepSpeed) {
     YamlNode first = !tp_node.is_missing() ? tp_node : !pp_node.is_missing() ? pp_node : !cp_node.is_missing() ? cp_node
                      : !ep_node.is_missing() ? ep_node : replicate_node;
@@ -175,10 +180,8 @@ void read_mesh_keys(const YamlNode& node, Scenario& scenario) {
                "rotary decoders); model " + scenario.model.name + " is family " + scenario.model.family);
   }
   const int64_t mesh_size = mesh.non_data_parallel() * mesh.data_parallel_replicate;
-  YamlNode world = node.child("world_size");
   if (parallel.world_size % mesh_size != 0) {
-    (world.is_missing() ? node : world)
-        .fail("'parallel.world_size' " + std::to_string(parallel.world_size) + " is not divisible by the mesh: " +
+    world.fail("'parallel.world_size' " + std::to_string(parallel.world_size) + " is not divisible by the mesh: " +
               "data_parallel_replicate " + std::to_string(mesh.data_parallel_replicate) + " x context_parallel " +
               std::to_string(mesh.context_parallel) + " x tensor_parallel " + std::to_string(mesh.tensor_parallel) +
               " x pipeline_parallel " + std::to_string(mesh.pipeline_parallel) + " = " + std::to_string(mesh_size));
@@ -201,6 +204,13 @@ void read_mesh_keys(const YamlNode& node, Scenario& scenario) {
       sp_node.fail("'" + sp_node.path() + "' splits the sequence across " + std::to_string(mesh.tensor_parallel) +
                    " ranks; seq_len " + std::to_string(scenario.seq_len) + " is not divisible by it");
     }
+  }
+  if (mesh.context_parallel > 1 && scenario.attention != AttentionImpl::Flash &&
+      scenario.attention != AttentionImpl::MemEfficient) {
+    // torch's context parallel replaces scaled_dot_product_attention's flash and efficient
+    // kernels with ring attention; eager or math attention stays whole on every rank.
+    cp_node.fail("'" + cp_node.path() + "' needs attention: flash or mem_efficient (ring attention replaces those "
+                 "SDPA kernels)");
   }
   if (mesh.context_parallel > 1 && scenario.seq_len > 0 &&
       scenario.seq_len % (2 * mesh.context_parallel * (mesh.sequence_parallel ? mesh.tensor_parallel : 1)) != 0) {

@@ -38,7 +38,7 @@ TEST_CASE("Megatron-LM's names set the same degrees", "[parallel][loader][mesh]"
   CHECK(s.parallel.mesh.pipeline_parallel == 4);
   CHECK(s.parallel.mesh.context_parallel == 2);
   CHECK(s.parallel.mesh.pipeline_virtual_stages == 2);
-  CHECK(s.parallel.data_parallel_shard() == 4 * 2);  // dp 2 x cp 2
+  CHECK(s.parallel.data_parallel_shard() == 2 * 2);  // 64 / (4 x 4 x 2) = 2 data-parallel shards x cp 2
 }
 
 TEST_CASE("a degree given under both spellings is refused at the second", "[parallel][loader][mesh]") {
@@ -100,9 +100,13 @@ TEST_CASE("gradient accumulation beside a pipeline is refused: its microbatches 
                     Catch::Contains("parallel.pipeline_parallel") && Catch::Contains("pipeline_microbatches"));
 }
 
-TEST_CASE("context parallelism needs a sequence divisible by twice its degree", "[parallel][loader][mesh]") {
-  CHECK(load("{world_size: 8, context_parallel: 8}").parallel.mesh.context_parallel == 8);
-  CHECK_THROWS_WITH(load("{world_size: 8, context_parallel: 8}", "llama-3-8b", "seq_len: 4104\n"),
+TEST_CASE("context parallelism needs flash or efficient attention and a sequence divisible by twice its degree",
+          "[parallel][loader][mesh]") {
+  CHECK(load("{world_size: 8, context_parallel: 8}", "llama-3-8b", "attention: flash\n").parallel.mesh.context_parallel == 8);
+  CHECK_THROWS_WITH(load("{world_size: 8, context_parallel: 8}", "llama-3-8b", "attention: eager\n"),
+                    Catch::Contains("parallel.context_parallel") && Catch::Contains("flash or mem_efficient"));
+  CHECK_THROWS_WITH(load_scenario_text("model: llama-3-8b\nbatch_size: 1\nseq_len: 4104\nattention: flash\n"
+                                       "parallel: {world_size: 8, context_parallel: 8}\n", "x.yaml"),
                     Catch::Contains("parallel.context_parallel") && Catch::Contains("2 x context_parallel"));
 }
 

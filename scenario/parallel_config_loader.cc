@@ -327,9 +327,6 @@ void read_parallel_section(const YamlNode& root, const std::string& base_dir, Sc
     node.fail("'parallel' needs 'world_size' (ranks in the data-parallel group)");
   }
   read_mesh_keys(node, scenario);
-  if (parallel.mesh.model_parallel() && world.is_missing()) {
-    node.fail("'parallel' needs 'world_size' (every rank of the job: data x context x tensor x pipeline parallel)");
-  }
   parallel.gpus_per_node = node.integer_or("gpus_per_node", std::min<int64_t>(parallel.world_size, 8), 1, kMaxWorld);
   if (parallel.gpus_per_node > parallel.world_size) {
     node.child("gpus_per_node").fail("'parallel.gpus_per_node' exceeds world_size");

@@ -178,6 +178,7 @@ TEST_CASE("a later stage receives hidden states instead of token ids and has no 
 
 TEST_CASE("context parallel plans the rank's sequence chunk with the gathered K/V beside it", "[parallel][mesh][context]") {
   Scenario scenario = tiny_job(2);
+  scenario.attention = AttentionImpl::Flash;
   scenario.parallel.mesh.context_parallel = 2;
   const MeshRank rank = mesh_rank(scenario, 0);
   CHECK(rank.tokens == 2 * 16);
