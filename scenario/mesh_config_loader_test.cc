@@ -33,7 +33,8 @@ TEST_CASE("tensor_parallel and sequence_parallel are read, with vocab-parallel e
 TEST_CASE("Megatron-LM's names set the same degrees", "[parallel][loader][mesh]") {
   Scenario s = load("{world_size: 64, engine: ddp, tensor_model_parallel_size: 4, pipeline_model_parallel_size: 4, "
                     "context_parallel_size: 2, virtual_pipeline_model_parallel_size: 2, "
-                    "pipeline_schedule: interleaved_1f1b}");
+                    "pipeline_schedule: interleaved_1f1b}",
+                    "llama-3-8b", "attention: mem_efficient\n");
   CHECK(s.parallel.mesh.tensor_parallel == 4);
   CHECK(s.parallel.mesh.pipeline_parallel == 4);
   CHECK(s.parallel.mesh.context_parallel == 2);
@@ -102,10 +103,10 @@ TEST_CASE("gradient accumulation beside a pipeline is refused: its microbatches 
 
 TEST_CASE("context parallelism needs flash or efficient attention and a sequence divisible by twice its degree",
           "[parallel][loader][mesh]") {
-  CHECK(load("{world_size: 8, context_parallel: 8}", "llama-3-8b", "attention: flash\n").parallel.mesh.context_parallel == 8);
+  CHECK(load("{world_size: 8, context_parallel: 8}", "llama-3-8b", "attention: flash\nprecision: pure_bf16\n").parallel.mesh.context_parallel == 8);
   CHECK_THROWS_WITH(load("{world_size: 8, context_parallel: 8}", "llama-3-8b", "attention: eager\n"),
                     Catch::Contains("parallel.context_parallel") && Catch::Contains("flash or mem_efficient"));
-  CHECK_THROWS_WITH(load_scenario_text("model: llama-3-8b\nbatch_size: 1\nseq_len: 4104\nattention: flash\n"
+  CHECK_THROWS_WITH(load_scenario_text("model: llama-3-8b\nbatch_size: 1\nseq_len: 4104\nattention: flash\nprecision: pure_bf16\n"
                                        "parallel: {world_size: 8, context_parallel: 8}\n", "x.yaml"),
                     Catch::Contains("parallel.context_parallel") && Catch::Contains("2 x context_parallel"));
 }
