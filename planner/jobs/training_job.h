@@ -13,7 +13,7 @@
 namespace oomcast::planner {
 
 // Builds the schedule. Throws InputError for a scenario the model family cannot honour.
-PlannedTrace plan_steps(const Scenario& scenario);
+PlannedTrace plan_steps(const scenario::Scenario& scenario);
 
 struct MeshRank;
 // The schedule of one rank of a tensor/pipeline/context/expert-parallel job: `rank_scenario`
@@ -21,6 +21,6 @@ struct MeshRank;
 PlannedTrace plan_training_rank(const Scenario& rank_scenario, const MeshRank& rank);
 
 // The layer graph one training micro-batch runs (what plan_steps schedules).
-LayerGraph build_training_graph(const Scenario& scenario);
+LayerGraph build_training_graph(const scenario::Scenario& scenario);
 
 }  // namespace oomcast::planner
