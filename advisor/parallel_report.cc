@@ -8,6 +8,7 @@ namespace oomcast::advisor {
 
 using planner::ModelStateBytes;
 using planner::OffloadCost;
+using planner::MeshRankSummary;
 using planner::ParallelSummary;
 
 namespace {

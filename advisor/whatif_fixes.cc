@@ -20,6 +20,7 @@ using scenario::AttentionImpl;
 using scenario::CheckpointMode;
 using scenario::FsdpSharding;
 using scenario::JobKind;
+using scenario::MeshConfig;
 using scenario::ModelConfig;
 using scenario::OffloadDevice;
 using scenario::OptimizerType;

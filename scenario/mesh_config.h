@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // torch.distributed.pipelining's schedules (torch 2.13 schedules.py): ScheduleGPipe,
 // Schedule1F1B, ScheduleInterleaved1F1B (virtual stages), ScheduleInterleavedZeroBubble.
@@ -40,4 +40,4 @@ struct MeshConfig {
 
 const char* pipeline_schedule_name(PipelineSchedule schedule);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

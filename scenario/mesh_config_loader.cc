@@ -9,7 +9,7 @@
 #include <numeric>
 #include <string>
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace {
 
@@ -237,4 +237,4 @@ void read_mesh_keys(const YamlNode& node, Scenario& scenario) {
   }
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -8,7 +8,7 @@
 #include "scenario/scenario.h"
 #include "scenario/yaml_reader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // The keys this reader owns, torchtitan's and Megatron-LM's spellings, for the section's
 // unknown-key check.
@@ -18,4 +18,4 @@ const std::vector<std::string>& mesh_keys();
 // InputError naming the key for a mesh the world or the model cannot hold.
 void read_mesh_keys(const YamlNode& node, Scenario& scenario);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

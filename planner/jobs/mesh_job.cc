@@ -14,6 +14,12 @@
 
 namespace oomcast::planner {
 
+using scenario::JobKind;
+using scenario::MeshConfig;
+using scenario::PipelineSchedule;
+using scenario::Precision;
+using scenario::Scenario;
+
 namespace {
 
 struct Peak {

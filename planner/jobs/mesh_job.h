@@ -9,6 +9,6 @@
 namespace oomcast::planner {
 
 // Throws InputError for a job other than training (the mesh is modelled for training).
-PlannedTrace plan_mesh_job(const Scenario& scenario);
+PlannedTrace plan_mesh_job(const scenario::Scenario& scenario);
 
 }  // namespace oomcast::planner

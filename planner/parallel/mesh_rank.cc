@@ -26,7 +26,20 @@
 
 namespace oomcast::planner {
 
+using scenario::MeshConfig;
+using scenario::ModelConfig;
+using scenario::PipelineSchedule;
+using scenario::Scenario;
+
 namespace {
+
+// A head's width (its default is hidden / heads).
+int64_t head_size(const ModelConfig& model) { return scenario::families::dim(model, "head_dim"); }
+
+// The scenario's sequence length, or the model's default.
+int64_t sequence_length(const Scenario& s) {
+  return s.seq_len > 0 ? s.seq_len : scenario::families::default_sequence_length(s.model);
+}
 
 int64_t dim_or(const ModelConfig& model, const char* name, int64_t fallback) {
   auto found = model.dims.find(name);
@@ -112,7 +125,7 @@ MeshRank mesh_rank(const Scenario& scenario, int64_t stage) {
     live += step.forward ? 1 : -1;
     rank.in_flight = std::max(rank.in_flight, live);
   }
-  const int64_t seq = scenario.seq_len > 0 ? scenario.seq_len : families::default_sequence_length(scenario.model);
+  const int64_t seq = sequence_length(scenario);
   rank.tokens = static_cast<uint64_t>(scenario.batch_size * (seq / rank.mesh.context_parallel));
   rank.hidden = dim_or(scenario.model, "hidden", 0);
   return rank;
@@ -125,7 +138,7 @@ Scenario rank_scenario(const Scenario& scenario, const MeshRank& rank) {
   const int64_t tp = mesh.tensor_parallel;
   // Each head keeps its size: pin head_dim before the head counts are divided (its default is
   // hidden / heads).
-  if (tp > 1) model.dims["head_dim"] = families::dim(scenario.model, "head_dim");
+  if (tp > 1) model.dims["head_dim"] = head_size(scenario.model);
   for (const char* name : {"heads", "kv_heads", "ffn_hidden", "expert_ffn_hidden", "shared_expert_ffn"}) {
     divide_dim(model, name, tp);
   }
@@ -137,8 +150,7 @@ Scenario rank_scenario(const Scenario& scenario, const MeshRank& rank) {
     model.options["pipeline_last_stage"] = rank.last_stage() ? "true" : "false";
   }
   if (mesh.context_parallel > 1) {
-    const int64_t seq = scenario.seq_len > 0 ? scenario.seq_len : families::default_sequence_length(scenario.model);
-    out.seq_len = seq / mesh.context_parallel;
+    out.seq_len = sequence_length(scenario) / mesh.context_parallel;
   }
   out.parallel.world_size = scenario.parallel.data_parallel_shard();
   out.parallel.gpus_per_node = std::min(out.parallel.gpus_per_node, out.parallel.world_size);

@@ -13,6 +13,10 @@
 #include "planner/parallel/rank_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::MeshConfig;
+using oomcast::scenario::PipelineSchedule;
+using oomcast::scenario::Scenario;
 
 namespace {
 
@@ -38,7 +42,7 @@ int64_t in_flight(const std::vector<PipelineStep>& steps) {
 // llama-tiny (hidden 64, 4 heads, 2 KV heads, vocab 256) with 4 layers and an MLP of 172: a
 // mesh job on the CPU profile.
 Scenario tiny_job(int64_t world) {
-  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 2, 32);
   scenario.model.dims["layers"] = 4;
   scenario.model.dims["ffn_hidden"] = 172;
   scenario.parallel.world_size = world;
@@ -196,7 +200,7 @@ TEST_CASE("context parallel plans the rank's sequence chunk with the gathered K/
 // holds (transformer layers / pp + embedding) / tp parameters; its stated assumptions divide
 // the norms by TP too, so the count agrees to the norms (0.02%).
 TEST_CASE("the first stage's parameters match Megatron-LM's most loaded shard", "[parallel][mesh][megatron]") {
-  Scenario scenario = testing::cpu_scenario("llama-3-8b", 1, 128);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-3-8b", 1, 128);
   scenario.parallel.world_size = 32;
   scenario.parallel.mesh.tensor_parallel = 8;
   scenario.parallel.mesh.pipeline_parallel = 4;
