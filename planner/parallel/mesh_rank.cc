@@ -28,6 +28,7 @@ namespace oomcast::planner {
 
 using scenario::MeshConfig;
 using scenario::ModelConfig;
+using scenario::OpKind;
 using scenario::PipelineSchedule;
 using scenario::Scenario;
 
