@@ -8,6 +8,7 @@ namespace oomcast::advisor {
 
 using planner::ModelStateBytes;
 using planner::OffloadCost;
+using planner::MeshRankSummary;
 using planner::ParallelSummary;
 
 namespace {
@@ -16,18 +17,45 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / kGiB); }
 std::string mib(uint64_t bytes) { return fmt::format("{:.0f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
 
+// The mesh and each pipeline stage's rank, the planned (busiest) one marked.
+std::string mesh_text(const ParallelSummary& p) {
+  if (p.mesh.empty()) return "";
+  std::string text = fmt::format("mesh      {} ranks: {}\n", p.world_size, p.mesh);
+  for (const MeshRankSummary& rank : p.mesh_ranks) {
+    text += fmt::format("rank      stage {}: {} layers, {} microbatches in flight, {} parameters, peak {} in {}{}\n",
+                        rank.stage, rank.layers, rank.in_flight_microbatches, rank.parameters,
+                        gib(rank.peak_allocated_bytes), rank.peak_phase,
+                        rank.stage == p.planned_stage ? "  <- busiest, planned below" : "");
+  }
+  return text;
+}
+
+void add_mesh_json(const ParallelSummary& p, nlohmann::ordered_json& json) {
+  using Json = nlohmann::ordered_json;
+  if (p.mesh.empty()) return;
+  Json ranks = Json::array();
+  for (const MeshRankSummary& rank : p.mesh_ranks) {
+    ranks.push_back(Json{{"stage", rank.stage}, {"layers", rank.layers},
+                         {"in_flight_microbatches", rank.in_flight_microbatches}, {"parameters", rank.parameters},
+                         {"peak_allocated_bytes", rank.peak_allocated_bytes}, {"peak_phase", rank.peak_phase}});
+  }
+  json["parallel"]["mesh"] = Json{{"description", p.mesh}, {"planned_stage", p.planned_stage}, {"ranks", std::move(ranks)}};
+}
+
+
 }  // namespace
 
 std::string parallel_text(const Prediction& prediction) {
   const ParallelSummary& p = prediction.parallel;
   if (!p.enabled) {
-    std::string warnings;
+    std::string warnings = mesh_text(p);
     for (const auto& warning : p.warnings) warnings += "warning   " + warning + "\n";
     return warnings;
   }
   const ModelStateBytes& m = p.model_states;
   std::string text = fmt::format("parallel  {}; one rank planned; NCCL buffers {} outside the allocator (counted with the context)\n",
                                  p.description, mib(p.nccl_buffer_bytes));
+  text += mesh_text(p);
   text += fmt::format("per rank  model states: params {}, grads {}, optimizer {}", gib(m.parameters), gib(m.gradients),
                       gib(m.optimizer));
   if (m.gathered_working_set > 0) text += fmt::format(", largest gathered module/unit + its grads {}", gib(m.gathered_working_set));
@@ -63,7 +91,8 @@ void add_parallel_json(const Prediction& prediction, nlohmann::ordered_json& jso
   for (const auto& warning : p.warnings) warnings.push_back(warning);
   json["warnings"] = std::move(warnings);
   if (!p.enabled) {
-    json["parallel"] = nullptr;
+    json["parallel"] = p.mesh.empty() ? Json(nullptr) : Json{{"description", "no data-parallel engine"}};
+    add_mesh_json(p, json);
     return;
   }
   const ModelStateBytes& m = p.model_states;
@@ -85,6 +114,7 @@ void add_parallel_json(const Prediction& prediction, nlohmann::ordered_json& jso
                          {"compute_seconds", p.offload.compute_seconds},
                          {"model_flops_utilization", p.offload.model_flops_utilization}}
                   : Json(nullptr)}};
+  add_mesh_json(p, json);
 }
 
 }  // namespace oomcast::advisor

@@ -20,6 +20,7 @@ using scenario::AttentionImpl;
 using scenario::CheckpointMode;
 using scenario::FsdpSharding;
 using scenario::JobKind;
+using scenario::MeshConfig;
 using scenario::ModelConfig;
 using scenario::OffloadDevice;
 using scenario::OptimizerType;
@@ -69,6 +70,38 @@ void append_adapter_fixes(const Scenario& s, std::vector<Candidate>* list) {
                        {"training.trainable={lora: {r: 16, alpha: 32, dropout: 0.05, target_modules: [all-linear]}}",
                         "weights={format: nf4, compute_dtype: " + compute + "}"},
                        "trains adapters only on a 4-bit base: bitsandbytes, slower matmuls (dequantization)", "adapters"));
+}
+
+// A llama-family training job that already uses model parallelism: reorganise the same ranks
+// (docs/distributed.md#model-parallel). Raising TP or adding stages takes ranks from data parallelism; more
+// microbatches of half the size keep the global batch. The loader refuses what the model or
+// the world cannot hold, and the step time prices the all-reduces and the bubble.
+void append_mesh_fixes(const Scenario& s, std::vector<Candidate>* list) {
+  const MeshConfig& mesh = s.parallel.mesh;
+  if (s.job.job.kind != JobKind::Train || s.model.family != "llama" || !mesh.model_parallel()) return;
+  auto fits_world = [&](int64_t tp, int64_t pp) {
+    return s.parallel.world_size % (tp * pp * mesh.context_parallel * mesh.data_parallel_replicate) == 0;
+  };
+  if (fits_world(2 * mesh.tensor_parallel, mesh.pipeline_parallel)) {
+    list->push_back(make("raise_tensor_parallel", fmt::format("tensor parallel {} (parallel.tensor_parallel)", 2 * mesh.tensor_parallel),
+                         {fmt::format("parallel.tensor_parallel={}", 2 * mesh.tensor_parallel)},
+                         "an all-reduce of each block's activations per matmul pair (exposed; keep TP inside a node)"));
+  }
+  const int64_t stages = mesh.pipeline_parallel * 2;
+  const int64_t microbatches = std::max(mesh.pipeline_parallel > 1 ? mesh.microbatches() : 1, stages);
+  if (fits_world(mesh.tensor_parallel, stages)) {
+    list->push_back(make("add_pipeline_stages", fmt::format("{} pipeline stages (parallel.pipeline_parallel)", stages),
+                         {fmt::format("parallel.pipeline_parallel={}", stages),
+                          fmt::format("parallel.pipeline_microbatches={}", microbatches)},
+                         "the pipeline bubble: (stages - 1) / microbatches of the compute idles"));
+  }
+  if (mesh.pipeline_parallel > 1 && s.batch_size >= 2 && s.batch_size % 2 == 0) {
+    list->push_back(make("more_microbatches", fmt::format("{} microbatches of {} (parallel.pipeline_microbatches)",
+                                                          2 * mesh.microbatches(), s.batch_size / 2),
+                         {fmt::format("parallel.pipeline_microbatches={}", 2 * mesh.microbatches()),
+                          fmt::format("batch_size={}", s.batch_size / 2)},
+                         "smaller matmuls; the bubble shrinks with more microbatches"));
+  }
 }
 
 std::vector<Candidate> candidates_for(const Scenario& s) {
@@ -152,6 +185,7 @@ std::vector<Candidate> candidates_for(const Scenario& s) {
     list.back().outcome.leak_cause = true;
   }
   append_adapter_fixes(s, &list);  // LoRA / QLoRA (above)
+  append_mesh_fixes(s, &list);     // TP, PP stages, microbatches (above)
   // ---- ZeRO / offload (issue 5's parallel: section) --------------------------------------
   // Only for jobs that already run data-parallel: a single-GPU job has nothing to shard.
   const ParallelConfig& parallel = s.parallel;

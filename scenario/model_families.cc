@@ -36,7 +36,9 @@ const std::vector<FamilySpec>& family_specs() {
         {"decoder_sparse_step", 1, "mixture-of-experts: layer i is sparse when (i + 1) % step == 0, else dense"}},
        {"tied_embeddings", "qkv_bias", "o_bias", "mlp_bias", "qk_norm", "fused_qkv", "fused_gate_up", "gelu_mlp",
         "scale_embedding", "offset_norm", "sandwich_norm", "final_logit_softcap", "attn_logit_softcap", "normalize_top_k",
-        "mixtral_expert_names", "router_logits_output"},
+        "mixtral_expert_names", "router_logits_output",
+        // One pipeline stage's part of the model (set per rank by parallel.pipeline_parallel).
+        "pipeline_first_stage", "pipeline_last_stage"},
        {"loss", "logits"}},
       {"gpt_neox",
        {{"layers", 0, "decoder layers"},

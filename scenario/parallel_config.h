@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "scenario/mesh_config.h"
+
 namespace oomcast::scenario {
 
 enum class ParallelEngine { None, Ddp, Fsdp, DeepSpeed, Fsdp2 };
@@ -92,10 +94,17 @@ struct ParallelConfig {
   FsdpConfig fsdp;
   Fsdp2Config fsdp2;
   DeepSpeedConfig deepspeed;
+  // Tensor, sequence, pipeline, context and expert parallelism and HSDP's replicas around the
+  // engine (scenario/mesh_config.h): the engine shards over data_parallel_shard() ranks.
+  MeshConfig mesh;
   // Keys of a DeepSpeed JSON config (or engine options) that are read but not modelled.
   std::vector<std::string> warnings;
 
   bool enabled() const { return engine != ParallelEngine::None; }
+  // The ranks the engine shards over (torchtitan's dp_shard x cp mesh, dp_shard_cp).
+  int64_t data_parallel_shard() const {
+    return world_size / (mesh.non_data_parallel() * mesh.data_parallel_replicate) * mesh.context_parallel;
+  }
 };
 
 const char* parallel_engine_name(ParallelEngine engine);

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "scenario/deepspeed_json_config.h"
+#include "scenario/mesh_config_loader.h"
 #include "scenario/outside_allocator_table.h"
 #include "scenario/zero_keys.h"
 #include "scenario/scenario_loader.h"
@@ -229,6 +230,17 @@ int64_t model_hidden(const Scenario& scenario) {
   return found == scenario.model.dims.end() ? 0 : found->second;
 }
 
+// NCCL communicators a rank holds: the data-parallel one (with an engine), and one per
+// model-parallel mesh dimension in use, each with its own channel buffers.
+uint64_t communicators(const ParallelConfig& parallel) {
+  const MeshConfig& mesh = parallel.mesh;
+  uint64_t count = parallel.enabled() ? 1 : 0;
+  for (int64_t degree : {mesh.tensor_parallel, mesh.pipeline_parallel, mesh.context_parallel, mesh.expert_parallel}) {
+    if (degree > 1) ++count;
+  }
+  return count;
+}
+
 }  // namespace
 
 uint64_t default_nccl_buffer_bytes(int64_t world_size) {
@@ -243,8 +255,10 @@ uint64_t default_nccl_buffer_bytes(int64_t world_size) {
 void read_parallel_section(const YamlNode& root, const std::string& base_dir, Scenario& scenario) {
   YamlNode node = root.child("parallel");
   if (node.is_missing()) return;
-  node.reject_unknown_keys({"world_size", "gpus_per_node", "engine", "nccl_buffer_mib", "ddp", "fsdp", "fsdp2",
-                            "deepspeed", "deepspeed_config"});
+  std::vector<std::string> allowed = {"world_size", "gpus_per_node", "engine", "nccl_buffer_mib", "ddp", "fsdp",
+                                     "fsdp2", "deepspeed", "deepspeed_config"};
+  allowed.insert(allowed.end(), mesh_keys().begin(), mesh_keys().end());
+  node.reject_unknown_keys(allowed);
   ParallelConfig& parallel = scenario.parallel;
   std::vector<std::string> sections;
   for (const char* key : {"ddp", "fsdp", "fsdp2", "deepspeed", "deepspeed_config"}) {
@@ -312,13 +326,14 @@ void read_parallel_section(const YamlNode& root, const std::string& base_dir, Sc
   } else if (world.is_missing() && parallel.engine != ParallelEngine::None) {
     node.fail("'parallel' needs 'world_size' (ranks in the data-parallel group)");
   }
+  read_mesh_keys(node, scenario);
   parallel.gpus_per_node = node.integer_or("gpus_per_node", std::min<int64_t>(parallel.world_size, 8), 1, kMaxWorld);
   if (parallel.gpus_per_node > parallel.world_size) {
     node.child("gpus_per_node").fail("'parallel.gpus_per_node' exceeds world_size");
   }
   YamlNode nccl = node.child("nccl_buffer_mib");
   parallel.nccl_buffer_bytes = nccl.is_missing()
-                                   ? (parallel.enabled() ? default_nccl_buffer_bytes(parallel.world_size) : 0)
+                                   ? default_nccl_buffer_bytes(parallel.world_size) * communicators(parallel)
                                    : static_cast<uint64_t>(std::llround(nccl.as_number(0, 1 << 20) * 1024.0 * 1024.0));
   // NCCL's buffers are this process's memory outside the caching allocator, like the context.
   if (!scenario.device.is_cpu) scenario.device.model.context_bytes += parallel.nccl_buffer_bytes;

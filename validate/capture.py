@@ -281,8 +281,10 @@ def loop_settings(cfg):
     return set_to_none, zero_first, held, keep_losses, eval_on, eval_batches, eval_no_grad, eval_keep
 
 
-def run(cfg, hook, log):
-    """Runs the configured loop with recording on; returns the sizes of things worth checking."""
+def run(cfg, hook, log, prepare_model=None):
+    """Runs the configured loop with recording on; returns the sizes of things worth checking.
+    `prepare_model(model)` returns the model the loop trains (tensor_parallel_capture.py
+    parallelizes it there)."""
     import contextlib
     import random
     import torch
@@ -352,6 +354,8 @@ def run(cfg, hook, log):
     torch.set_default_dtype(torch.float32)
     if half is not None and loading == "fp32_then_cast":
         model = model.to(half)
+    if prepare_model is not None:
+        model = prepare_model(model)
     model.train()
     job = jobs.job_settings(cfg, iters)
     if cfg.get("training"):

@@ -25,6 +25,10 @@ struct LlamaShape {
   int64_t layers, hidden, heads, kv_heads, head_dim, ffn, vocab;
   bool tied, qkv_bias, o_bias, mlp_bias, qk_norm, fused_qkv, fused_gate_up, gelu_mlp, scale_embedding;
   bool offset_norm, sandwich_norm, final_softcap, attention_softcap;
+  // One pipeline stage of the model (planner/parallel/mesh_rank.h sets these): stages after the
+  // first receive hidden states instead of embedding tokens, stages before the last send them
+  // instead of computing the logits and the loss.
+  bool first_stage, last_stage;
   MoeShape moe;
 };
 
@@ -50,6 +54,8 @@ LlamaShape read_shape(const ModelConfig& model) {
   s.sandwich_norm = option_enabled(model, "sandwich_norm", false);
   s.final_softcap = option_enabled(model, "final_logit_softcap", false);
   s.attention_softcap = option_enabled(model, "attn_logit_softcap", false);
+  s.first_stage = option_enabled(model, "pipeline_first_stage", true);
+  s.last_stage = option_enabled(model, "pipeline_last_stage", true);
   s.moe = read_moe_shape(model);
   return s;
 }
@@ -167,7 +173,7 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
   const auto tokens = static_cast<uint64_t>(batch * seq);
 
   g.push_module("model");
-  TensorId embed = g.parameter("embed_tokens.weight", {s.vocab, s.hidden});
+  TensorId embed = s.first_stage ? g.parameter("embed_tokens.weight", {s.vocab, s.hidden}) : kNoTensor;
   std::vector<LlamaLayer> blocks;
   blocks.reserve(static_cast<size_t>(s.layers));
   for (int64_t i = 0; i < s.layers; ++i) {
@@ -175,27 +181,42 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
     blocks.push_back(register_layer(g, s, i));
     g.pop_module();
   }
-  TensorId final_norm = g.parameter("norm.weight", {s.hidden});
+  TensorId final_norm = s.last_stage ? g.parameter("norm.weight", {s.hidden}) : kNoTensor;
   // rotary_emb.inv_freq: a non-persistent fp32 buffer that .to(device) still moves.
   g.buffer("rotary_emb.inv_freq", static_cast<uint64_t>(s.head_dim / 2), DType::Float32);
   g.pop_module();
   // Tied: nn.Linear builds its own weight before tie_weights() replaces it with the embedding's.
-  if (s.tied) g.construction_temporary("lm_head.weight", {s.vocab, s.hidden});
-  TensorId lm_head = s.tied ? embed : g.parameter("lm_head.weight", {s.vocab, s.hidden});
+  // A last stage without the embedding keeps its own copy (Megatron-LM's tied output weight).
+  const bool tied_here = s.tied && s.first_stage;
+  if (tied_here && s.last_stage) g.construction_temporary("lm_head.weight", {s.vocab, s.hidden});
+  TensorId lm_head = !s.last_stage ? kNoTensor : tied_here ? embed : g.parameter("lm_head.weight", {s.vocab, s.hidden});
 
-  TensorId input_ids = g.input("input_ids", tokens, DType::Int64);
-  TensorId labels = g.input("labels", tokens, DType::Int64);
+  // torch.distributed.pipelining (torch 2.13 stage.py): a later stage's input is the receive
+  // buffer, made to require grad so that backward yields the gradient it sends back.
+  TensorId input_ids = kNoTensor;
+  TensorId received = kNoTensor;
+  if (s.first_stage) {
+    input_ids = g.input("input_ids", tokens, DType::Int64);
+  } else {
+    received = g.input("pipeline.received_hidden_states", tokens * static_cast<uint64_t>(s.hidden),
+                       g.precision().parameter_dtype);
+    g.mutable_tensor(received).requires_grad = true;
+  }
+  TensorId labels = s.last_stage ? g.input("labels", tokens, DType::Int64) : kNoTensor;
 
   g.push_module("model");
   // LlamaModel.forward's frame: its locals live until it returns after the final norm.
   g.begin_scope();
   // inputs_embeds = embed_tokens(input_ids): the local stays bound while the layers rebind
   // hidden_states, so the embedding output outlives its last use.
-  TensorId inputs_embeds = ops::embedding(g, "embed_tokens", input_ids, embed, s.hidden);
-  g.hold(inputs_embeds);
-  TensorId x = inputs_embeds;
-  // Gemma: hidden_states = inputs_embeds * normalizer (a 0-dim tensor of sqrt(hidden)).
-  if (s.scale_embedding) x = ops::scale(g, "embed_scale", x);
+  TensorId x = received;
+  if (s.first_stage) {
+    TensorId inputs_embeds = ops::embedding(g, "embed_tokens", input_ids, embed, s.hidden);
+    g.hold(inputs_embeds);
+    x = inputs_embeds;
+    // Gemma: hidden_states = inputs_embeds * normalizer (a 0-dim tensor of sqrt(hidden)).
+    if (s.scale_embedding) x = ops::scale(g, "embed_scale", x);
+  }
   const auto [cos, sin] = rotary_tables(g, seq, s.head_dim, g.tensor(x).dtype);
 
   std::vector<TensorId> router_logits;  // every sparse layer's, for the auxiliary loss
@@ -228,6 +249,14 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
     g.end_scope();
     g.end_unit();
     g.pop_module();
+  }
+  if (!s.last_stage) {
+    // The stage's output is sent on; its backward starts from the gradient received for it.
+    g.end_scope();
+    g.pop_module();
+    g.set_named_output("hidden_states", x);
+    g.set_loss(x);
+    return;
   }
   TensorId final_hidden = norm(g, s, "norm", x, final_norm, s.hidden);
   g.end_scope();

@@ -14,10 +14,12 @@
 #include "planner/families/families.h"
 #include "planner/jobs/forward_job.h"
 #include "planner/jobs/generate_job.h"
+#include "planner/jobs/mesh_job.h"
 #include "planner/graph_runner.h"
 #include "planner/model_setup.h"
 #include "planner/ops/graph_builder.h"
 #include "planner/optimizers.h"
+#include "planner/parallel/mesh_rank.h"
 #include "planner/parallel/parallel_rank.h"
 #include "planner/schedule_size.h"
 #include "planner/schedule_writer.h"
@@ -49,7 +51,10 @@ LayerGraph build_graph(const Scenario& scenario, int64_t seq_len, bool training,
 // The training loop's state between phases.
 class LoopPlanner {
  public:
-  LoopPlanner(const Scenario& scenario, PlannedTrace* out) : scenario_(scenario), out_(out), writer_(out) {}
+  // `rank`: one rank of a tensor/pipeline/context/expert-parallel job (its scenario is
+  // rank_scenario's), or nullptr.
+  LoopPlanner(const Scenario& scenario, PlannedTrace* out, const MeshRank* rank = nullptr)
+      : scenario_(scenario), out_(out), writer_(out), rank_(rank) {}
 
   void run();
 
@@ -67,7 +72,20 @@ class LoopPlanner {
   // and under grad mode its whole graph, is never freed.
   std::vector<uint32_t> eval_losses_kept_;
   std::unique_ptr<ParallelRank> parallel_;  // one rank of a data-parallel job (planner/parallel/)
+  const MeshRank* rank_;
 };
+
+// The forwards and backwards of one optimizer step: a pipeline stage's schedule, or each
+// micro-batch's forward then backward.
+std::vector<PipelineStep> step_order(const Scenario& s, const MeshRank* rank) {
+  if (rank && rank->mesh.pipeline_parallel > 1) return rank->steps;
+  std::vector<PipelineStep> steps;
+  for (int64_t micro = 0; micro < s.grad_accum_steps; ++micro) {
+    steps.push_back({true, micro});
+    steps.push_back({false, micro});
+  }
+  return steps;
+}
 
 std::string LoopPlanner::phase_label(int64_t iteration, int64_t micro_batch, const char* phase) const {
   std::string label = "iter" + std::to_string(iteration) + "/";
@@ -137,6 +155,7 @@ void LoopPlanner::run() {
   const PrecisionRules rules = job_precision_rules(s);
 
   LayerGraph graph = build_graph(s, seq_len, /*training=*/true, /*grad_enabled=*/true);
+  if (rank_) apply_mesh_to_graph(graph, *rank_);
   out_->parameter_count = graph.parameter_count();
   out_->parallel = summarize_parallel(s, graph);
   // The offload traffic is the step-time model's (timing/), so the job adds it to the summary.
@@ -191,7 +210,13 @@ void LoopPlanner::run() {
     optimizer.construct();
   }
 
-  GraphRunner runner(graph, std::move(order), checkpoints, &model_, &writer_, s.loop.caller_held_outputs);
+  // One runner per microbatch in flight (a pipeline stage holds several forwards' graphs).
+  const std::vector<PipelineStep> steps = step_order(s, rank_);
+  const size_t in_flight = rank_ && rank_->mesh.pipeline_parallel > 1 ? static_cast<size_t>(rank_->in_flight) : 1;
+  std::vector<std::unique_ptr<GraphRunner>> runners;
+  for (size_t i = 0; i < in_flight; ++i) {
+    runners.push_back(std::make_unique<GraphRunner>(graph, order, checkpoints, &model_, &writer_, s.loop.caller_held_outputs));
+  }
   LayerGraph eval_graph;
   CheckpointPlan eval_checkpoints;
   std::unique_ptr<GraphRunner> eval_runner;
@@ -207,7 +232,7 @@ void LoopPlanner::run() {
                                                 eval_held);
   }
 
-  std::vector<uint32_t> inputs;
+  std::vector<std::vector<uint32_t>> inputs(in_flight);
   std::vector<std::pair<std::string, uint32_t>> held;
   bool scaler_created = false;
   for (int64_t iteration = 0; iteration < s.iterations; ++iteration) {
@@ -217,29 +242,34 @@ void LoopPlanner::run() {
       writer_.begin_phase(phase_label(iteration, -1, "zero_grad"));
       zero_grad();
     }
-    for (int64_t micro = 0; micro < s.grad_accum_steps; ++micro) {
+    for (const PipelineStep& step : steps) {
+      const int64_t micro = step.micro_batch;
+      GraphRunner& runner = *runners[static_cast<size_t>(micro) % in_flight];
       writer_.set_slot_prefix("i" + std::to_string(iteration) + ".m" + std::to_string(micro) + "/");
-      writer_.begin_phase(phase_label(iteration, micro, "forward"));
-      load_inputs(graph, &inputs);
-      if (parallel_) parallel_->begin_forward(/*training=*/true);
-      // `logits, loss = model(X, Y)` rebinds the caller's names: last step's outputs die now
-      // (a loss appended to a list without .item() never does). `out = model(X)` then
-      // `loss = criterion(out, Y)` rebinds `out` as the model returns, before the loss runs.
-      auto rebind = [&](bool loss) {
-        for (const auto& [name, slot] : held) {
-          if ((name == "loss") != loss) continue;
-          if (!(name == "loss" && s.loop.keep_losses_across_iterations)) writer_.free(slot);
+      if (step.forward) {
+        writer_.begin_phase(phase_label(iteration, micro, "forward"));
+        load_inputs(graph, &inputs[static_cast<size_t>(micro) % in_flight]);
+        if (parallel_) parallel_->begin_forward(/*training=*/true);
+        // `logits, loss = model(X, Y)` rebinds the caller's names: last step's outputs die now
+        // (a loss appended to a list without .item() never does). `out = model(X)` then
+        // `loss = criterion(out, Y)` rebinds `out` as the model returns, before the loss runs.
+        auto rebind = [&](bool loss) {
+          for (const auto& [name, slot] : held) {
+            if ((name == "loss") != loss) continue;
+            if (!(name == "loss" && s.loop.keep_losses_across_iterations)) writer_.free(slot);
+          }
+        };
+        if (s.loop.loss_outside_model) {
+          runner.forward([&] { rebind(/*loss=*/false); });
+        } else {
+          runner.forward();
         }
-      };
-      if (s.loop.loss_outside_model) {
-        runner.forward([&] { rebind(/*loss=*/false); });
-      } else {
-        runner.forward();
+        if (parallel_) parallel_->end_forward();
+        if (!s.loop.loss_outside_model) rebind(/*loss=*/false);
+        rebind(/*loss=*/true);
+        held.clear();
+        continue;
       }
-      if (parallel_) parallel_->end_forward();
-      if (!s.loop.loss_outside_model) rebind(/*loss=*/false);
-      rebind(/*loss=*/true);
-      held.clear();
       uint32_t scaled_loss = UINT32_MAX;
       if (rules.grad_scaler) {
         if (!scaler_created) {
@@ -256,7 +286,7 @@ void LoopPlanner::run() {
       runner.backward();
       if (parallel_) parallel_->end_backward(last_micro_batch);
       if (scaled_loss != UINT32_MAX) writer_.free(scaled_loss);
-      held = runner.finish_step();
+      for (const auto& entry : runner.finish_step()) held.push_back(entry);
     }
     writer_.begin_phase(phase_label(iteration, -1, "optimizer"));
     std::vector<uint32_t> scaler_temporaries;
@@ -299,8 +329,18 @@ LayerGraph build_training_graph(const Scenario& scenario) {
   return build_graph(scenario, seq_len, /*training=*/true, /*grad_enabled=*/true);
 }
 
+PlannedTrace plan_training_rank(const Scenario& rank_scenario, const MeshRank& rank) {
+  PlannedTrace out;
+  {
+    LoopPlanner planner(rank_scenario, &out, &rank);
+    planner.run();
+  }
+  return out;
+}
+
 PlannedTrace plan_steps(const Scenario& scenario) {
   sim::count_plan();
+  if (scenario.parallel.mesh.model_parallel()) return plan_mesh_job(scenario);
   if (scenario.job.job.kind == JobKind::Generate) return plan_generate_job(scenario);
   if (scenario.job.job.kind != JobKind::Train) return plan_forward_job(scenario);
   PlannedTrace out;

@@ -15,6 +15,11 @@ namespace oomcast::planner {
 // Builds the schedule. Throws InputError for a scenario the model family cannot honour.
 PlannedTrace plan_steps(const scenario::Scenario& scenario);
 
+struct MeshRank;
+// The schedule of one rank of a tensor/pipeline/context/expert-parallel job: `rank_scenario`
+// is rank_scenario(scenario, rank) (planner/parallel/mesh_rank.h).
+PlannedTrace plan_training_rank(const scenario::Scenario& rank_scenario, const MeshRank& rank);
+
 // The layer graph one training micro-batch runs (what plan_steps schedules).
 LayerGraph build_training_graph(const scenario::Scenario& scenario);
 

@@ -20,6 +20,17 @@ struct OffloadCost {
   double model_flops_utilization = 0.4;
 };
 
+// One pipeline stage's rank of a model-parallel job (every TP/CP/EP rank of a stage plans
+// the same), planned in full.
+struct MeshRankSummary {
+  int64_t stage = 0;
+  int64_t layers = 0;
+  int64_t in_flight_microbatches = 1;
+  uint64_t parameters = 0;              // on this rank, before the engine's sharding
+  uint64_t peak_allocated_bytes = 0;    // of its schedule (live tensor bytes)
+  std::string peak_phase;
+};
+
 struct ParallelSummary {
   bool enabled = false;
   std::string description;             // "DeepSpeed ZeRO-3, 8 ranks, offload_optimizer cpu (pinned)"
@@ -35,6 +46,11 @@ struct ParallelSummary {
   bool offloads = false;
   OffloadCost offload;
   std::vector<std::string> warnings;   // keys read but not modelled
+  // Tensor/pipeline/context/expert parallelism (planner/parallel/mesh_rank.h): the mesh, each
+  // stage's rank and which one the schedule is of (the busiest).
+  std::string mesh;
+  std::vector<MeshRankSummary> mesh_ranks;
+  int64_t planned_stage = -1;
 };
 
 }  // namespace oomcast::planner

@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+# tensor_parallel_capture.py: runs a scenario with real tensor parallelism on the CPU (gloo, one
+# process per rank, DTensor's parallelize_module with torchtitan's Llama plan: q/k/v and
+# gate/up ColwiseParallel, o_proj and down_proj RowwiseParallel) and records every rank's c10
+# allocations with the hook of capture.py, one trace per rank (OUT.rank0, OUT.rank1, ...).
+#
+#   .venv/bin/python validate/tensor_parallel_capture.py SCENARIO.yaml -o OUT [--set key=value ...]
+#
+# The scenario says parallel.tensor_parallel (= world_size, no data parallelism) and
+# vocab_parallel: false (the embedding and output stay replicated: loss_parallel's sharded
+# cross-entropy is not captured here). The model is built on the meta device, parallelized
+# there and materialised with to_empty, so each rank allocates only its shards, as
+# torchtitan does.
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import capture  # noqa: E402
+
+
+def parallelize(model, tp):
+    """torchtitan's Llama TP plan (torchtitan/models/llama3/infra/parallelize.py) without the
+    sequence-parallel and vocab-parallel parts; heads are counted per rank afterwards."""
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (tp,))
+    for block in model.layers:
+        plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+                "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+                "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
+                "mlp.down_proj": RowwiseParallel()}
+        parallelize_module(block, mesh, plan)
+        block.self_attn.heads //= tp
+        block.self_attn.kv_heads //= tp
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for parameter in model.parameters():
+            local = parameter.to_local() if hasattr(parameter, "to_local") else parameter
+            local.normal_(0.0, 0.02)
+        hd = model.inv_freq.numel() * 2
+        model.inv_freq.copy_(1.0 / (10000.0 ** (torch.arange(0, hd, 2).float() / hd)))
+    return model
+
+
+def run_rank(args):
+    capture.ensure_preloaded(False)
+    import torch
+    import torch.distributed as dist
+    import models
+
+    cfg = capture.load_config(args.config, args.set)
+    tp = int((cfg.get("parallel") or {}).get("tensor_parallel", 1))
+    if int((cfg.get("parallel") or {}).get("world_size", tp)) != tp:
+        raise ValueError("the capture runs tensor parallelism alone: world_size must equal tensor_parallel")
+    dist.init_process_group("gloo", init_method="file://" + args.store, rank=args.rank, world_size=tp)
+    build = models.build_model
+
+    def build_on_meta(*a, **k):  # the full model is never materialised on a rank
+        with torch.device("meta"):
+            return build(*a, device="meta", **k)
+
+    models.build_model = build_on_meta
+    hook = capture.Hook()
+    info = capture.run(cfg, hook, lambda s: None, prepare_model=lambda m: parallelize(m, tp))
+    events = hook.events()
+    header = [f"oomcast CPU tensor-parallel capture of {args.config}, rank {args.rank} of {tp} "
+              f"(torch {torch.__version__}, gloo, validate/tensor_parallel_capture.py)",
+              f"parameters: {info['parameters']}  parameter_bytes: {info['parameter_bytes']}  "
+              f"buffer_bytes: {info['buffer_bytes']}"]
+    capture.write_trace(f"{args.output}.rank{args.rank}", events, hook.labels, header)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("config")
+    ap.add_argument("-o", "--output", required=True, help="trace prefix: writes OUTPUT.rank0, OUTPUT.rank1, ...")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
+    ap.add_argument("--store", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.rank >= 0:
+        return run_rank(args)
+    cfg = capture.load_config(args.config, args.set)
+    tp = int((cfg.get("parallel") or {}).get("tensor_parallel", 1))
+    capture.hook_library(False)  # built once here, not by every rank at the same time
+    store = tempfile.mktemp(prefix="oomcast-tp-store-")
+    extra = [x for item in args.set for x in ("--set", item)]
+    ranks = [subprocess.Popen([sys.executable, os.path.abspath(__file__), args.config, "-o", args.output,
+                               "--rank", str(rank), "--store", store] + extra) for rank in range(tp)]
+    codes = [p.wait() for p in ranks]
+    if os.path.exists(store):
+        os.unlink(store)
+    return max(codes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
