@@ -138,9 +138,8 @@ uint64_t optimizer_moment_bytes(const OptimizerConfig& optimizer) {
   return 8;
 }
 
-ModelStateBytes model_state_bytes(const ParallelConfig& parallel, Precision precision, const OptimizerConfig& optimizer,
-                                  const ModelSizes& sizes) {
-  const PrecisionRules rules = precision_rules(precision);
+ModelStateBytes model_state_bytes(const ParallelConfig& parallel, const PrecisionRules& rules,
+                                  const OptimizerConfig& optimizer, const ModelSizes& sizes) {
   const uint64_t param_bytes = dtype_bytes(rules.parameter_dtype);
   const uint64_t moments = optimizer_moment_bytes(optimizer);
   const auto world = static_cast<uint64_t>(std::max<int64_t>(1, parallel.world_size));
