@@ -45,6 +45,10 @@ struct LoraConfig {
   double dropout = 0.0;                    // lora_dropout: nn.Dropout on the adapter's input
   std::vector<std::string> target_modules; // names ("q_proj", "c_attn"), or "all-linear"
   std::string bias = "none";               // none | all | lora_only
+  // get_peft_model(..., autocast_adapter_dtype=True), PEFT's default: adapters of a 16-bit base
+  // are made fp32. false (and torchtune's bf16 recipes): adapters in the base's dtype.
+  bool autocast_adapter_dtype = true;
+  bool use_dora = false;                   // DoRA: a magnitude vector per adapted module
 };
 
 enum class TrainableKind { All, None, Patterns };

@@ -28,12 +28,15 @@ def _ends_with(name, suffix):
 class LoraLinear(nn.Module):
     """PEFT's lora.Linear around a base nn.Linear (PEFT >= 0.7 forward)."""
 
-    def __init__(self, base, r, alpha, dropout):
+    def __init__(self, base, r, alpha, dropout, autocast_adapter_dtype=True):
         super().__init__()
         self.base_layer = base
         self.lora_dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
-        self.lora_A = nn.Linear(base.in_features, r, bias=False, device=base.weight.device, dtype=torch.float32)
-        self.lora_B = nn.Linear(r, base.out_features, bias=False, device=base.weight.device, dtype=torch.float32)
+        # get_peft_model(autocast_adapter_dtype=True) makes 16-bit adapters fp32; without it they
+        # follow the base layer's floating dtype (LoraLayer._move_adapter_to_device_of_base_layer).
+        dtype = base.weight.dtype if not autocast_adapter_dtype and base.weight.is_floating_point() else torch.float32
+        self.lora_A = nn.Linear(base.in_features, r, bias=False, device=base.weight.device, dtype=dtype)
+        self.lora_B = nn.Linear(r, base.out_features, bias=False, device=base.weight.device, dtype=dtype)
         nn.init.zeros_(self.lora_B.weight)
         self.scaling = alpha / r
 
@@ -52,6 +55,7 @@ def apply_lora(model, lora):
     r = int(lora.get("r", 8))
     alpha = float(lora.get("alpha", lora.get("lora_alpha", 8)))
     dropout = float(lora.get("dropout", lora.get("lora_dropout", 0.0)))
+    autocast_adapter_dtype = bool(lora.get("autocast_adapter_dtype", True))
     chosen = []
     for name, module in list(model.named_modules()):
         if not isinstance(module, nn.Linear):
@@ -62,7 +66,7 @@ def apply_lora(model, lora):
     for name in chosen:
         parent_name, _, leaf = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, leaf, LoraLinear(getattr(parent, leaf), r, alpha, dropout))
+        setattr(parent, leaf, LoraLinear(getattr(parent, leaf), r, alpha, dropout, autocast_adapter_dtype))
     return chosen
 
 
