@@ -82,13 +82,23 @@ std::string header(const Prediction& prediction) {
                         job.batches > 0 ? job.batches : s.iterations,
                         job.kind == JobKind::Inference ? "no grad, no optimizer" : "grad enabled, no optimizer");
   } else {
-    text += fmt::format("training  {} ({}{}), checkpointing {}, zero_grad {}, {} iterations{}\n",
+    // The fine-tuning techniques that change what is planned (docs/scenario-format.md).
+    std::string techniques;
+    const TrainableConfig& trained = s.job.training;
+    if (trained.lora.enabled) {
+      techniques += fmt::format(", LoRA r={} ({} adapters)", trained.lora.r,
+                                trained.lora.autocast_adapter_dtype ? "fp32" : "base-dtype");
+    }
+    if (trained.ia3.enabled) techniques += ", IA3";
+    if (s.loss.chunks > 1) techniques += fmt::format(", loss in {} chunks", s.loss.chunks);
+    text += fmt::format("training  {} ({}{}), checkpointing {}, zero_grad {}, {} iterations{}{}\n",
                         optimizer_type_name(s.optimizer.type), optimizer_impl_name(s.optimizer.impl),
                         s.optimizer.in_backward ? ", stepped in backward" : "", checkpointing,
                         s.loop.zero_grad_set_to_none ? "set_to_none" : "zero", s.iterations,
                         s.eval.enabled ? fmt::format(", eval {} batch(es){}", s.eval.batches,
                                                      s.eval.no_grad ? "" : " with grad")
-                                       : "");
+                                       : "",
+                        techniques);
   }
   if (s.device.is_cpu) {
     text += "device    cpu: exact accounting (every block is its request; no cache, no CUDA context)\n";

@@ -161,6 +161,25 @@ LoraConfig read_lora(const YamlNode& node) {
   return lora;
 }
 
+// PEFT's IA3Config: target_modules and feedforward_modules (a subset of them, as PEFT checks).
+Ia3Config read_ia3(const YamlNode& node) {
+  Ia3Config ia3;
+  ia3.enabled = true;
+  node.require_map();
+  node.reject_unknown_keys({"target_modules", "feedforward_modules"});
+  YamlNode targets = node.child("target_modules");
+  if (targets.is_missing()) node.fail("'training.trainable.ia3' needs 'target_modules' (k_proj, v_proj, down_proj, ...)");
+  ia3.target_modules = string_list(targets);
+  YamlNode feedforward = node.child("feedforward_modules");
+  if (!feedforward.is_missing()) ia3.feedforward_modules = string_list(feedforward);
+  for (const std::string& module : ia3.feedforward_modules) {
+    if (std::find(ia3.target_modules.begin(), ia3.target_modules.end(), module) == ia3.target_modules.end()) {
+      feedforward.fail("'feedforward_modules' " + module + " is not in target_modules (PEFT requires a subset)");
+    }
+  }
+  return ia3;
+}
+
 // training.master_weights false acts on the engines that step the model's own 16-bit tensors
 // (none, DDP, FSDP and FSDP2 without MixedPrecision); the others always keep fp32 copies.
 void check_master_weights_engine(const YamlNode& root, const Scenario& scenario) {
@@ -223,16 +242,20 @@ TrainableConfig read_training(const YamlNode& node, const Scenario& scenario) {
     config.patterns = string_list(trainable);
   } else if (trainable.is_map()) {
     // PEFT's other methods (peft 0.21.2 PeftType names, lower case) are refused by name.
-    for (const char* method : {"dora", "ia3", "prompt_tuning", "prefix_tuning", "p_tuning", "vera", "oft", "boft",
+    for (const char* method : {"dora", "prompt_tuning", "prefix_tuning", "p_tuning", "vera", "oft", "boft",
                                "loha", "lokr", "adalora", "trainable_tokens"}) {
       YamlNode given = trainable.child(method);
       if (!given.is_missing()) {
-        given.fail(std::string("PEFT method '") + method + "' is not modelled yet (LoRA is: training.trainable.lora)");
+        given.fail(std::string("PEFT method '") + method + "' is not modelled yet (LoRA and IA3 are)");
       }
     }
-    trainable.reject_unknown_keys({"lora"});
+    trainable.reject_unknown_keys({"lora", "ia3"});
     config.kind = TrainableKind::None;  // the base model is frozen; the adapters train
-    config.lora = read_lora(trainable.child("lora"));
+    if (!trainable.child("lora").is_missing() && !trainable.child("ia3").is_missing()) {
+      trainable.child("ia3").fail("'training.trainable' takes one PEFT method: lora or ia3");
+    }
+    if (!trainable.child("lora").is_missing()) config.lora = read_lora(trainable.child("lora"));
+    if (!trainable.child("ia3").is_missing()) config.ia3 = read_ia3(trainable.child("ia3"));
   }
   YamlNode freeze = node.child("freeze");
   if (!freeze.is_missing()) config.freeze = string_list(freeze);
@@ -323,7 +346,8 @@ void read_job_sections(const YamlNode& root, Scenario& scenario) {
     }
     if (scenario.grad_accum_steps != 1) root.child("grad_accum_steps").fail("'grad_accum_steps' applies to job train");
   }
-  if (training_job && config.training.kind == TrainableKind::None && !config.training.lora.enabled) {
+  if (training_job && config.training.kind == TrainableKind::None && !config.training.lora.enabled &&
+      !config.training.ia3.enabled) {
     root.child("training").child("trainable").fail(
         "'training.trainable' none leaves nothing to train; use job: inference or job: forward for forward passes");
   }

@@ -98,8 +98,16 @@ TEST_CASE("LoRA's autocast_adapter_dtype reads as PEFT names it, and DoRA is ref
   CHECK_THAT(load_error(lora + "use_dora: true}}}\n"), Catch::Contains("use_dora"));
 }
 
-TEST_CASE("PEFT methods other than LoRA are refused by their names", "[scenario][jobs]") {
-  for (const char* method : {"ia3", "prompt_tuning", "prefix_tuning", "vera", "oft", "loha", "lokr", "trainable_tokens"}) {
+TEST_CASE("IA3 reads PEFT's target_modules and feedforward_modules, the latter a subset", "[scenario][jobs]") {
+  Scenario s = load("training: {trainable: {ia3: {target_modules: [c_attn, c_fc], feedforward_modules: [c_fc]}}}\n");
+  CHECK(s.job.training.ia3.enabled);
+  CHECK(s.job.training.ia3.feedforward_modules == std::vector<std::string>{"c_fc"});
+  CHECK_THAT(load_error("training: {trainable: {ia3: {target_modules: [c_attn], feedforward_modules: [c_fc]}}}\n"),
+             Catch::Contains("subset"));
+}
+
+TEST_CASE("PEFT methods other than LoRA and IA3 are refused by their names", "[scenario][jobs]") {
+  for (const char* method : {"prompt_tuning", "prefix_tuning", "vera", "oft", "loha", "lokr", "trainable_tokens"}) {
     INFO(method);
     CHECK_THAT(load_error(std::string("training: {trainable: {") + method + ": {}}}\n"),
                Catch::Contains(std::string("PEFT method '") + method + "'"));

@@ -75,15 +75,28 @@ def _planner_name(name):
     return name.replace(".base_layer.", ".")
 
 
+def apply_ia3(model, ia3):
+    """Real PEFT (the venv's peft 0.21.2): IA3 layers injected in place around the target linears."""
+    import peft
+    config = peft.IA3Config(target_modules=list(ia3["target_modules"]),
+                            feedforward_modules=list(ia3.get("feedforward_modules") or []))
+    peft.inject_adapter_in_model(config, model)
+
+
 def set_trainable(model, training):
-    """Applies training.trainable / freeze (and LoRA) to requires_grad."""
+    """Applies training.trainable / freeze (and LoRA or IA3) to requires_grad."""
     trainable = training.get("trainable", "all")
     lora = trainable.get("lora") if isinstance(trainable, dict) else None
+    ia3 = trainable.get("ia3") if isinstance(trainable, dict) else None
     if lora is not None:
         apply_lora(model, lora)
+    if ia3 is not None:
+        apply_ia3(model, ia3)
     for name, p in model.named_parameters():
         plain = _planner_name(name)
-        if lora is not None:
+        if ia3 is not None:
+            on = ".ia3_l." in name
+        elif lora is not None:
             on = ".lora_A." in name or ".lora_B." in name
             bias = str(lora.get("bias", "none"))
             if plain.endswith("bias") and (bias == "all" or (bias == "lora_only" and ".base_layer." in name)):

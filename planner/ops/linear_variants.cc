@@ -1,4 +1,4 @@
-// LoRA adapters and bitsandbytes-quantized base weights on a linear; the formulas and their
+// LoRA and IA3 adapters and bitsandbytes-quantized base weights on a linear; the formulas and their
 // sources are in docs/weight-formats.md.
 //
 // LoRA (PEFT lora.Linear.forward, PEFT >= 0.7): result = base_layer(x); x = x.to(lora_A dtype);
@@ -112,6 +112,33 @@ TensorId lora_branch(GraphBuilder& g, const std::string& name, TensorId x, Tenso
   return g.cast(sum, result_dtype, name + ".lora_result_cast");
 }
 
+// IA3 (PEFT 0.21.2 ia3/layer.py Linear.forward): ia3_scaling = 1 * ia3_l.flatten() (a new
+// vector); a feedforward module scales its input, x.to(ia3 dtype) * scaling then .to(x's dtype),
+// before the base layer; the others scale the base output, (result * scaling).to(result dtype).
+// The vector is [1, in] or [out, 1], fp32 (torch.randn at the default dtype, kept fp32 by
+// get_peft_model's autocast_adapter_dtype on a 16-bit base).
+TensorId ia3_linear(GraphBuilder& g, const std::string& name, TensorId x, TensorId weight, TensorId bias,
+                    int64_t in_features, int64_t out_features, bool copy_input, bool quantized) {
+  const Ia3Config& ia3 = g.context().job->training.ia3;
+  const bool feedforward = ia3_feedforward(ia3, g.qualified(name));
+  auto base = [&](TensorId input) {
+    return quantized ? quantized_linear_op(g, name, input, weight, bias, in_features, out_features)
+                     : dense_linear(g, name, input, weight, bias, in_features, out_features, copy_input);
+  };
+  if (feedforward) {
+    TensorId vector = g.adapter_parameter(name + ".ia3_l.default", {1, in_features}, DType::Float32);
+    TensorId scaling = scale(g, name + ".ia3_scaling", vector);
+    const DType input_dtype = g.tensor(x).dtype;
+    TensorId scaled = mul(g, name + ".ia3_mul", g.cast(x, DType::Float32, name + ".ia3_input_cast"), scaling);
+    return base(g.cast(scaled, input_dtype, name + ".ia3_interm_cast"));
+  }
+  TensorId result = base(x);
+  TensorId vector = g.adapter_parameter(name + ".ia3_l.default", {out_features, 1}, DType::Float32);
+  TensorId scaling = scale(g, name + ".ia3_scaling", vector);
+  const DType result_dtype = g.tensor(result).dtype;
+  return g.cast(mul(g, name + ".ia3_mul", result, scaling), result_dtype, name + ".ia3_result_cast");
+}
+
 }  // namespace
 
 QuantizedStorage quantized_storage(const WeightsConfig& weights, uint64_t numel, int64_t out_features) {
@@ -134,6 +161,9 @@ TensorId job_linear(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId
   const std::string name(leaf);
   const std::string module = g.qualified(name);
   const bool quantized = quantized_linear(job.weights, module);
+  if (ia3_targets(job.training.ia3, module)) {
+    return ia3_linear(g, name, x, weight, bias, in_features, out_features, copy_input, quantized);
+  }
   TensorId result = quantized ? quantized_linear_op(g, name, x, weight, bias, in_features, out_features)
                               : dense_linear(g, leaf, x, weight, bias, in_features, out_features, copy_input);
   if (!lora_targets(job.training.lora, module)) return result;
