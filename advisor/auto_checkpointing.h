@@ -8,13 +8,13 @@
 
 #include "scenario/scenario.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // The scenario with checkpointing.units filled in; unchanged unless its mode is auto and
 // unresolved. A model without blocks gets mode none.
-Scenario resolve_auto_checkpointing(const Scenario& scenario);
+scenario::Scenario resolve_auto_checkpointing(const scenario::Scenario& scenario);
 
 // "12 of 32 blocks: 8 full, 4 attention" for a resolved auto section; "" otherwise.
-std::string auto_checkpointing_summary(const CheckpointConfig& config);
+std::string auto_checkpointing_summary(const scenario::CheckpointConfig& config);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

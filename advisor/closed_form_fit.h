@@ -19,7 +19,7 @@
 #include "scenario/scenario.h"
 #include "advisor/work_pool.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct FitSample {
   int64_t batch = 0;
@@ -81,7 +81,7 @@ enum class FitMetric { PeakReserved, PeakAllocated };
 // Simulates the scenario at a few batch sizes around its own (and, for sequence models, at
 // S/4, S/2 and S) on an unbounded copy of its device, then fits. Throws InputError when the
 // scenario itself is invalid.
-ClosedFormFit fit_closed_form(const Scenario& scenario, FitMetric metric = FitMetric::PeakReserved,
+ClosedFormFit fit_closed_form(const scenario::Scenario& scenario, FitMetric metric = FitMetric::PeakReserved,
                               size_t jobs = default_jobs());
 
 // The formula, the samples with their residuals and regimes, and the worst residual.
@@ -92,4 +92,4 @@ std::string render_fit_text(const ClosedFormFit& fit);
 //  "max_abs_residual_bytes", "max_relative_residual"}
 std::string render_fit_json(const ClosedFormFit& fit);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -17,7 +17,9 @@
 #include "advisor/byte_text.h"
 #include "advisor/predict.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::ScenarioSource;
 
 namespace {
 
@@ -240,4 +242,4 @@ std::string render_sweep_json(const SweepResult& result) {
   return json.dump(2) + "\n";
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -10,7 +10,13 @@
 #include "scenario/scenario_loader.h"
 #include "sim/work_counters.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::plan_steps;
+using scenario::Scenario;
+using scenario::ScenarioSource;
+using scenario::load_scenario;
+
 namespace {
 
 const std::string kScenarios = std::string(OOMCAST_SOURCE_DIR) + "/scenarios/";
@@ -56,4 +62,4 @@ TEST_CASE("what-if's closed-form fit adds one plan and one replay per fit point"
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -12,7 +12,11 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
-using oomcast::planner::testing::cpu_scenario;
+using oomcast::scenario::CheckpointMode;
+using oomcast::scenario::OpKind;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::testing::cpu_scenario;
 
 namespace {
 

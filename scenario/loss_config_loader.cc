@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 void read_loss_section(const YamlNode& node, Scenario& scenario) {
   if (node.is_missing()) return;
@@ -43,4 +43,4 @@ void read_loss_section(const YamlNode& node, Scenario& scenario) {
   }
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

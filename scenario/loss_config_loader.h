@@ -5,10 +5,10 @@
 #include "scenario/scenario.h"
 #include "scenario/yaml_reader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // Reads `loss` into scenario.loss; throws InputError at the key for what is not modelled.
 // Call after the model, training_loop and job sections are read.
 void read_loss_section(const YamlNode& node, Scenario& scenario);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -9,7 +9,7 @@
 #include "base/input_error.h"
 #include "scenario/scenario_test_support.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 namespace {
 
 using testing::error_of;
@@ -310,4 +310,4 @@ TEST_CASE("optimizer.in_backward reads as a bool", "[planner][scenario]") {
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

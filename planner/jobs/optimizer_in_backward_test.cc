@@ -7,6 +7,8 @@
 #include "planner/parallel/rank_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
 using oomcast::planner::testing::CategoryBytes;
 using oomcast::planner::testing::live_by_category;
 
@@ -15,7 +17,7 @@ namespace {
 constexpr uint64_t kPsi = 106'816;  // llama-tiny's parameters (planner/parallel/rank_schedule_test.cc)
 
 CategoryBytes plan_bf16(bool in_backward) {
-  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32, Precision::PureBf16);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 2, 32, Precision::PureBf16);
   scenario.job.training.master_weights = false;
   scenario.optimizer.in_backward = in_backward;
   PlannedTrace planned = plan_steps(scenario);

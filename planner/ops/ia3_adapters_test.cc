@@ -7,11 +7,14 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::Ia3Config;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::TrainableKind;
 
 namespace {
 
 LayerGraph ia3_graph() {
-  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 2, 32);
   Ia3Config& ia3 = scenario.job.training.ia3;
   ia3.enabled = true;
   ia3.target_modules = {"k_proj", "down_proj"};

@@ -7,11 +7,15 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::LoraConfig;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::TrainableKind;
 
 namespace {
 
 LayerGraph lora_graph(bool autocast_adapter_dtype) {
-  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32, Precision::PureBf16);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 2, 32, Precision::PureBf16);
   LoraConfig& lora = scenario.job.training.lora;
   lora.enabled = true;
   lora.target_modules = {"q_proj", "v_proj"};

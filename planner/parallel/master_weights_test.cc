@@ -9,6 +9,9 @@
 #include "planner/parallel/rank_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::ParallelEngine;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
 using oomcast::planner::testing::CategoryBytes;
 using oomcast::planner::testing::live_by_category;
 
@@ -18,7 +21,7 @@ constexpr uint64_t kPsi = 106'816;
 constexpr int64_t kWorld = 4;
 
 Scenario bf16_job(ParallelEngine engine, bool master_weights) {
-  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32, Precision::PureBf16);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 2, 32, Precision::PureBf16);
   scenario.parallel.engine = engine;
   scenario.parallel.world_size = kWorld;
   scenario.parallel.gpus_per_node = kWorld;
