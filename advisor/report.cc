@@ -6,6 +6,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "advisor/byte_text.h"
@@ -26,6 +27,7 @@ using scenario::JobKind;
 using scenario::JobSection;
 using scenario::KvCacheKind;
 using scenario::Scenario;
+using scenario::TrainableConfig;
 using scenario::UnitCheckpoint;
 using scenario::attention_name;
 using scenario::checkpoint_mode_name;
@@ -72,6 +74,13 @@ std::string header(const Prediction& prediction) {
                       has_attention ? fmt::format(", {} attention", attention_name(s.attention)) : "", s.dropout);
   std::string checkpointing = checkpoint_mode_name(s.checkpointing.mode);
   if (s.checkpointing.mode == CheckpointMode::EveryN) checkpointing += fmt::format(" ({})", s.checkpointing.every_n);
+  if (!s.checkpointing.save_ops.empty()) {
+    checkpointing += fmt::format(" (save {}{})", fmt::join(s.checkpointing.save_ops, ", "),
+                                 s.checkpointing.every_other_linear ? "; every other linear" : "");
+  }
+  if (s.checkpointing.mode != CheckpointMode::None) {
+    checkpointing += s.checkpointing.reentrant ? ", reentrant" : ", non-reentrant";
+  }
   if (s.checkpointing.mode == CheckpointMode::Auto) {
     checkpointing += fmt::format(" ({}; recompute {} per step)", auto_checkpointing_summary(s.checkpointing),
                                  seconds_text(prediction.step_time.recompute_seconds));
@@ -88,12 +97,23 @@ std::string header(const Prediction& prediction) {
                         job.batches > 0 ? job.batches : s.iterations,
                         job.kind == JobKind::Inference ? "no grad, no optimizer" : "grad enabled, no optimizer");
   } else {
-    text += fmt::format("training  {} ({}), checkpointing {}, zero_grad {}, {} iterations{}\n",
-                        optimizer_type_name(s.optimizer.type), optimizer_impl_name(s.optimizer.impl), checkpointing,
+    // The fine-tuning techniques that change what is planned (docs/scenario-format.md).
+    std::string techniques;
+    const TrainableConfig& trained = s.job.training;
+    if (trained.lora.enabled) {
+      techniques += fmt::format(", LoRA r={} ({} adapters)", trained.lora.r,
+                                trained.lora.autocast_adapter_dtype ? "fp32" : "base-dtype");
+    }
+    if (trained.ia3.enabled) techniques += ", IA3";
+    if (s.loss.chunks > 1) techniques += fmt::format(", loss in {} chunks", s.loss.chunks);
+    text += fmt::format("training  {} ({}{}), checkpointing {}, zero_grad {}, {} iterations{}{}\n",
+                        optimizer_type_name(s.optimizer.type), optimizer_impl_name(s.optimizer.impl),
+                        s.optimizer.in_backward ? ", stepped in backward" : "", checkpointing,
                         s.loop.zero_grad_set_to_none ? "set_to_none" : "zero", s.iterations,
                         s.eval.enabled ? fmt::format(", eval {} batch(es){}", s.eval.batches,
                                                      s.eval.no_grad ? "" : " with grad")
-                                       : "");
+                                       : "",
+                        techniques);
   }
   if (s.device.is_cpu) {
     text += "device    cpu: exact accounting (every block is its request; no cache, no CUDA context)\n";

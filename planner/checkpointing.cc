@@ -52,10 +52,16 @@ CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder&
   std::vector<uint8_t> unit_selective(num_units, config.mode == CheckpointMode::Selective ? 1 : 0);
   std::vector<std::vector<uint8_t>> unit_kinds(num_units, std::vector<uint8_t>(64, 0));
   if (config.mode == CheckpointMode::Selective) {
-    if (config.recompute_ops.empty()) {
+    if (config.recompute_ops.empty() && config.save_ops.empty()) {
       throw InputError(SourceLocation{}, "checkpointing.recompute_ops", "selective checkpointing needs recompute_ops");
     }
-    unit_kinds.assign(num_units, kinds_of(config.recompute_ops));
+    std::vector<uint8_t> kinds = kinds_of(config.recompute_ops);
+    if (!config.save_ops.empty()) {
+      // A save list: every other op is recomputed (CheckpointPolicy.PREFER_RECOMPUTE).
+      kinds = kinds_of(config.save_ops);
+      for (uint8_t& kind : kinds) kind = kind ? 0 : 1;
+    }
+    unit_kinds.assign(num_units, kinds);
   }
   for (size_t unit = 0; unit < num_units; ++unit) {
     bool on = config.mode != CheckpointMode::EveryN || config.every_n <= 1 ||
@@ -69,15 +75,33 @@ CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder&
     }
     plan.unit_checkpointed[unit] = on ? 1 : 0;
   }
+  plan.unit_reentrant.assign(num_units, 0);
+  for (size_t unit = 0; unit < num_units; ++unit) {
+    plan.unit_reentrant[unit] = plan.unit_checkpointed[unit] && config.reentrant && !unit_selective[unit] ? 1 : 0;
+  }
   auto recompute_kind = [&](size_t unit, OpKind kind) { return unit_kinds[unit][static_cast<size_t>(kind)] != 0; };
+  // Per op of a selective unit: recomputed (else its outputs are saved). torchtitan's op policy
+  // saves only the odd-numbered aten.mm of each checkpoint call (its mm_count meta), so with
+  // every_other_linear the 2nd, 4th, ... linear of a block is recomputed.
+  std::vector<uint8_t> op_recompute(graph.ops.size(), 0);
+  std::vector<int64_t> linears_seen(num_units, 0);
+  for (uint32_t op_index : order.order) {
+    const OpNode& op = graph.ops[op_index];
+    if (op.unit < 0) continue;
+    auto u = static_cast<size_t>(op.unit);
+    op_recompute[op_index] = recompute_kind(u, op.kind) ? 1 : 0;
+    if (config.every_other_linear && unit_selective[u] && op.kind == OpKind::Linear && ++linears_seen[u] % 2 == 0) {
+      op_recompute[op_index] = 1;
+    }
+  }
 
   std::vector<int32_t> producer_unit(graph.tensors.size(), -1);
-  std::vector<OpKind> producer_kind(graph.tensors.size(), OpKind::Constant);
+  std::vector<uint32_t> producer_op(graph.tensors.size(), 0);
   std::vector<uint8_t> has_producer(graph.tensors.size(), 0);
-  for (const OpNode& op : graph.ops) {
-    for (TensorId out : op.outputs) {
-      producer_unit[out] = op.unit;
-      producer_kind[out] = op.kind;
+  for (size_t op = 0; op < graph.ops.size(); ++op) {
+    for (TensorId out : graph.ops[op].outputs) {
+      producer_unit[out] = graph.ops[op].unit;
+      producer_op[out] = static_cast<uint32_t>(op);
       has_producer[out] = 1;
     }
   }
@@ -95,16 +119,23 @@ CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder&
     if (op.unit < 0 || !plan.unit_checkpointed[static_cast<size_t>(op.unit)]) continue;
     auto u = static_cast<size_t>(op.unit);
     bool selective = unit_selective[u] != 0;
-    bool recompute_this = !selective || recompute_kind(u, op.kind);
+    bool recompute_this = !selective || op_recompute[op_index];
     for (size_t i = 0; i < op.saved.size(); ++i) {
       TensorId tensor = graph.tensors[op.saved[i]].storage;
       bool inside = has_producer[tensor] && producer_unit[tensor] == op.unit;
       if (!inside) continue;  // block inputs and parameters stay (the checkpoint keeps its inputs)
-      bool dropped = !selective || recompute_kind(u, producer_kind[tensor]);
+      bool dropped = !selective || op_recompute[producer_op[tensor]];
       plan.saved_dropped[op_index][i] = dropped ? 1 : 0;
       if (dropped) plan.unit_recompute_stop[u] = std::max(plan.unit_recompute_stop[u], order.position[op_index]);
     }
     if (recompute_this && op.kind != OpKind::ScopeEnd) plan.recomputed[op_index] = 1;
+  }
+  // CheckpointFunction.backward (reentrant) re-runs the whole block; the non-reentrant frame
+  // stops at the last saved tensor (early_stop, torch/utils/checkpoint.py _StopRecomputationError).
+  for (size_t unit = 0; unit < num_units; ++unit) {
+    if (plan.unit_reentrant[unit] && plan.unit_recompute_stop[unit] >= 0) {
+      plan.unit_recompute_stop[unit] = plan.unit_last_position[unit];
+    }
   }
   for (uint32_t op_index : order.order) {
     const OpNode& op = graph.ops[op_index];
@@ -122,7 +153,7 @@ CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder&
       bool activation = role == TensorRole::Activation || role == TensorRole::AutocastWeight;
       if (!inside && activation && has_producer[storage]) {
         plan.unit_kept[u].push_back(storage);  // a block input: checkpoint keeps it
-      } else if (inside && unit_selective[u] && !recompute_kind(u, producer_kind[storage])) {
+      } else if (inside && unit_selective[u] && !op_recompute[producer_op[storage]]) {
         plan.unit_kept[u].push_back(storage);  // SAC caches the outputs of "save" ops
       }
       if (inside) plan.recompute_last_use[in] = std::max(plan.recompute_last_use[in], position);

@@ -24,6 +24,10 @@ struct CheckpointPlan {
   // Per tensor made by a recomputed op: the position of its last recomputed consumer, -1 if
   // none (freed at once), INT32_MAX if it is used outside the unit (freed when recompute ends).
   std::vector<int32_t> recompute_last_use;
+  // Per unit: checkpointed by the reentrant CheckpointFunction (its ctx, and so the forward RNG
+  // state, lives with the graph) rather than the non-reentrant frame (freed with the unit's
+  // saved inputs at the end of its backward).
+  std::vector<uint8_t> unit_reentrant;
 
   bool any() const;
 };

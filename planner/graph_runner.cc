@@ -89,6 +89,8 @@ GraphRunner::GraphRunner(const LayerGraph& graph, ExecutionOrder order, const Ch
     }
   }
   unit_recomputed_.assign(static_cast<size_t>(graph_.num_units), 0);
+  unit_rng_state_slot_.assign(static_cast<size_t>(graph_.num_units), -1);
+  unit_held_outputs_.resize(static_cast<size_t>(graph_.num_units));
   parameter_buffer_.assign(graph_.parameters.size(), -1);
   parameter_pending_.assign(graph_.parameters.size(), 0);
 }
@@ -176,10 +178,20 @@ void GraphRunner::run_forward_op(uint32_t op_index, int32_t position) {
       position == checkpoints_.unit_first_position[static_cast<size_t>(op.unit)]) {
     for (TensorId tensor : unit_external_kept_[static_cast<size_t>(op.unit)]) acquire(tensor);
     // torch.utils.checkpoint (preserve_rng_state=True, every device) keeps
-    // ctx.fwd_cpu_state = torch.get_rng_state(), the CPU generator's state, as a plain ctx
-    // attribute: it lives as long as the graph (the caller's loss), not until the backward.
-    rng_state_slots_.push_back(writer_->alloc(writer_->intern("checkpoint.fwd_cpu_state"), kCpuRngStateBytes,
-                                              TensorCategory::Activation));
+    // fwd_cpu_state = torch.get_rng_state(), the CPU generator's state. The reentrant kind keeps
+    // it as a plain ctx attribute: it lives as long as the graph (the caller's loss), not until
+    // the backward. The non-reentrant kind keeps it in the recompute closure of its frame, which
+    // goes with the block's saved inputs at the end of the block's backward (measured: validate/
+    // scenarios/llama-tiny-amp-ckpt-nonreentrant.yaml, torch 2.13).
+    const uint32_t state = writer_->alloc(writer_->intern("checkpoint.fwd_cpu_state"), kCpuRngStateBytes,
+                                          TensorCategory::Activation);
+    const auto unit = static_cast<size_t>(op.unit);
+    if (checkpoints_.unit_reentrant[unit]) {
+      rng_state_slots_.push_back(state);
+    } else {
+      if (unit_rng_state_slot_[unit] >= 0) writer_->free(static_cast<uint32_t>(unit_rng_state_slot_[unit]));
+      unit_rng_state_slot_[unit] = state;
+    }
   }
   std::vector<uint32_t>& transients = transient_slots_;
   transients.clear();
@@ -206,6 +218,18 @@ void GraphRunner::run_forward_op(uint32_t op_index, int32_t position) {
   run_transients(op.forward_transients, true, &transients);
   for (uint32_t slot : transients) writer_->free(slot);
   for (TensorId tensor : release_at_[static_cast<size_t>(position)]) release(tensor);
+}
+
+void GraphRunner::end_unit_backward(size_t unit) {
+  for (TensorId tensor : unit_held_outputs_[unit]) release(tensor);
+  unit_held_outputs_[unit].clear();
+  free_unit_rng_state(unit);
+}
+
+void GraphRunner::free_unit_rng_state(size_t unit) {
+  if (unit_rng_state_slot_[unit] < 0) return;
+  writer_->free(static_cast<uint32_t>(unit_rng_state_slot_[unit]));
+  unit_rng_state_slot_[unit] = -1;
 }
 
 void GraphRunner::forward() { forward(std::function<void()>{}); }
@@ -293,6 +317,12 @@ void GraphRunner::recompute_unit(size_t unit) {
   for (TensorId tensor : release_at_end) {
     if (!recompute_ref_[tensor]) continue;
     recompute_ref_[tensor] = 0;
+    if (checkpoints_.unit_reentrant[unit] && graph_.tensors[tensor].role == TensorRole::Activation) {
+      // CheckpointFunction.backward holds the recomputed block outputs (its `outputs`) until
+      // its torch.autograd.backward over them returns: the end of the block's backward.
+      unit_held_outputs_[unit].push_back(tensor);
+      continue;
+    }
     release(tensor);
   }
   // Selective checkpointing: SAC's cache entries are consumed by the recompute.
@@ -490,6 +520,7 @@ void GraphRunner::backward() {
     if (op.records_grad_node) run_backward_node(op_index);
     if (model_->hooks) model_->hooks->after_backward_op(op_index);
     if (checkpointed && position == checkpoints_.unit_first_position[static_cast<size_t>(op.unit)]) {
+      end_unit_backward(static_cast<size_t>(op.unit));
       for (TensorId tensor : unit_external_kept_[static_cast<size_t>(op.unit)]) release(tensor);
     }
   }
@@ -530,7 +561,12 @@ std::vector<std::pair<std::string, uint32_t>> GraphRunner::finish_step() {
     }
   }
   if (graph_.loss != kNoTensor && graph_.named_outputs.count("loss") == 0) release(graph_.loss);
-  // The checkpoints' RNG states live with the graph: as long as the caller keeps the loss.
+  // A non-reentrant frame whose backward did not run dies with the graph, as the reentrant ctx.
+  for (int64_t& slot : unit_rng_state_slot_) {
+    if (slot >= 0) rng_state_slots_.push_back(static_cast<uint32_t>(slot));
+    slot = -1;
+  }
+  // The reentrant checkpoints' RNG states live with the graph: as long as the caller keeps the loss.
   bool loss_kept = std::any_of(kept.begin(), kept.end(), [](const auto& entry) { return entry.first == "loss"; });
   for (uint32_t slot : rng_state_slots_) {
     if (loss_kept) {

@@ -77,6 +77,8 @@ class GraphRunner {
   void maybe_workspace(bool backward_thread);
   void run_forward_op(uint32_t op_index, int32_t position);
   void recompute_unit(size_t unit);
+  void free_unit_rng_state(size_t unit);
+  void end_unit_backward(size_t unit);
   void run_backward_node(uint32_t op_index);
   void run_backward_program(uint32_t op_index);
   void deliver_input_grads(const std::vector<std::pair<TensorId, int32_t>>& produced);
@@ -100,6 +102,8 @@ class GraphRunner {
   std::vector<std::vector<TensorId>> release_at_;   // per position: program references that end there
   std::vector<uint8_t> held_;                       // per tensor: kept by the caller past its last use
   std::vector<uint32_t> rng_state_slots_;           // checkpoint ctx.fwd_cpu_state of this forward
+  std::vector<int64_t> unit_rng_state_slot_;        // per unit: a non-reentrant frame's state, -1 if none
+  std::vector<std::vector<TensorId>> unit_held_outputs_;  // per unit: reentrant recomputed outputs
   std::vector<uint8_t> dropped_;                    // per tensor: an output the caller dropped as forward returned
   std::vector<uint8_t> caller_keeps_;               // per tensor: still kept after the step
   std::vector<int32_t> parameter_uses_;             // per parameter: backward nodes delivering to it

@@ -30,6 +30,8 @@ BuildContext scenario_build_context(const Scenario& scenario, int64_t seq_len, b
   context.input_require_grads = input_require_grads(scenario);
   context.checkpoint_mode = scenario.checkpointing.mode;
   context.checkpoint_every_n = scenario.checkpointing.every_n;
+  context.checkpoint_reentrant = scenario.checkpointing.reentrant;
+  context.loss_chunks = scenario.loss.chunks;
   return context;
 }
 

@@ -61,6 +61,11 @@ void check_something_trains(const Scenario& scenario, const LayerGraph& graph) {
                          "; its modules: " + joined(std::vector<std::string>(leaves.begin(), leaves.end())) +
                          ", or all-linear");
   }
+  if (training.ia3.enabled && graph.first_adapter_parameter >= graph.parameters.size()) {
+    throw InputError(where, "training.trainable.ia3.target_modules",
+                     "target_modules [" + joined(training.ia3.target_modules) +
+                         "] adapt no linear of the model (PEFT raises: not found in the base model)");
+  }
   if (scenario.job.job.kind != JobKind::Train) return;
   for (size_t p = 0; p < graph.parameters.size(); ++p) {
     if (graph.parameter_requires_grad(static_cast<int32_t>(p))) return;

@@ -7,6 +7,7 @@
 namespace oomcast::planner {
 
 using scenario::CheckpointMode;
+using scenario::Ia3Config;
 using scenario::JobConfig;
 using scenario::JobKind;
 using scenario::LoraConfig;
@@ -89,6 +90,19 @@ bool lora_targets(const LoraConfig& lora, const std::string& module) {
     }
   }
   return false;
+}
+
+bool ia3_targets(const Ia3Config& ia3, const std::string& module) {
+  if (!ia3.enabled) return false;
+  return std::any_of(ia3.target_modules.begin(), ia3.target_modules.end(),
+                     [&](const std::string& target) { return ends_with_component(module, target); });
+}
+
+bool ia3_feedforward(const Ia3Config& ia3, const std::string& module) {
+  // IA3Model._check_target_module_feedforward: a plain key.endswith(target_key).
+  return std::any_of(ia3.feedforward_modules.begin(), ia3.feedforward_modules.end(), [&](const std::string& target) {
+    return module.size() >= target.size() && module.compare(module.size() - target.size(), target.size(), target) == 0;
+  });
 }
 
 bool quantized_linear(const WeightsConfig& weights, const std::string& module) {

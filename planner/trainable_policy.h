@@ -24,6 +24,11 @@ bool parameter_trainable(const scenario::TrainableConfig& config, const std::str
 // output head (lm_head).
 bool lora_targets(const scenario::LoraConfig& lora, const std::string& module);
 
+// PEFT's IA3 rules for linear `module`: a target (as lora_targets matches), and a feedforward
+// one (IA3 scales its input rather than its output; a plain suffix match, as PEFT's).
+bool ia3_targets(const scenario::Ia3Config& ia3, const std::string& module);
+bool ia3_feedforward(const scenario::Ia3Config& ia3, const std::string& module);
+
 // The base weights of linear `module` are stored quantized (weights.format int8/nf4/fp4 and
 // the module not in skip_modules).
 bool quantized_linear(const scenario::WeightsConfig& weights, const std::string& module);

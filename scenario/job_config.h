@@ -45,6 +45,18 @@ struct LoraConfig {
   double dropout = 0.0;                    // lora_dropout: nn.Dropout on the adapter's input
   std::vector<std::string> target_modules; // names ("q_proj", "c_attn"), or "all-linear"
   std::string bias = "none";               // none | all | lora_only
+  // get_peft_model(..., autocast_adapter_dtype=True), PEFT's default: adapters of a 16-bit base
+  // are made fp32. false (and torchtune's bf16 recipes): adapters in the base's dtype.
+  bool autocast_adapter_dtype = true;
+  bool use_dora = false;                   // DoRA: a magnitude vector per adapted module
+};
+
+// PEFT's IA3Config keys: a learned vector scales the output of each target module, or the
+// input of those that are also feedforward_modules.
+struct Ia3Config {
+  bool enabled = false;
+  std::vector<std::string> target_modules;
+  std::vector<std::string> feedforward_modules;  // a subset of target_modules
 };
 
 enum class TrainableKind { All, None, Patterns };
@@ -54,12 +66,13 @@ struct TrainableConfig {
   std::vector<std::string> patterns;       // Patterns: parameters that train
   std::vector<std::string> freeze;         // parameters frozen on top of the above
   LoraConfig lora;                         // adapters: the base model is frozen
+  Ia3Config ia3;                           // IA3 vectors: the base model is frozen
   // PEFT's enable_input_require_grads(): the input embedding's output requires grad, so a
   // reentrant checkpoint of the first block still builds a graph. -1 = the default (on when
   // checkpointing runs with frozen parameters, as HF/PEFT do), 0 off, 1 on.
   int input_require_grads = -1;
   bool master_weights = true;              // pure_bf16: fp32 master copies in the optimizer
-  bool any_frozen() const { return kind != TrainableKind::All || !freeze.empty() || lora.enabled; }
+  bool any_frozen() const { return kind != TrainableKind::All || !freeze.empty() || lora.enabled || ia3.enabled; }
 };
 
 enum class WeightFormat { Default, Fp32, Fp16, Bf16, Int8, Nf4, Fp4 };

@@ -135,7 +135,8 @@ LoraConfig read_lora(const YamlNode& node) {
   LoraConfig lora;
   lora.enabled = true;
   node.require_map();
-  node.reject_unknown_keys({"r", "alpha", "lora_alpha", "dropout", "lora_dropout", "target_modules", "bias"});
+  node.reject_unknown_keys({"r", "alpha", "lora_alpha", "dropout", "lora_dropout", "target_modules", "bias",
+                            "autocast_adapter_dtype", "use_dora"});
   lora.r = node.integer_or("r", 8, 1, 1 << 16);
   if (!node.child("alpha").is_missing() && !node.child("lora_alpha").is_missing()) {
     node.child("lora_alpha").fail("give 'alpha' or 'lora_alpha', not both");
@@ -151,7 +152,70 @@ LoraConfig read_lora(const YamlNode& node) {
   }
   lora.target_modules = string_list(targets);
   lora.bias = node.choice_or("bias", "none", {"none", "all", "lora_only"});
+  YamlNode autocast = node.child("autocast_adapter_dtype");
+  if (!autocast.is_missing()) lora.autocast_adapter_dtype = autocast.as_bool();
+  YamlNode dora = node.child("use_dora");
+  if (!dora.is_missing() && dora.as_bool()) {
+    dora.fail("'use_dora' (DoRA: the weight norm of W + BA per adapted linear) is not modelled yet");
+  }
   return lora;
+}
+
+// PEFT's IA3Config: target_modules and feedforward_modules (a subset of them, as PEFT checks).
+Ia3Config read_ia3(const YamlNode& node) {
+  Ia3Config ia3;
+  ia3.enabled = true;
+  node.require_map();
+  node.reject_unknown_keys({"target_modules", "feedforward_modules"});
+  YamlNode targets = node.child("target_modules");
+  if (targets.is_missing()) node.fail("'training.trainable.ia3' needs 'target_modules' (k_proj, v_proj, down_proj, ...)");
+  ia3.target_modules = string_list(targets);
+  YamlNode feedforward = node.child("feedforward_modules");
+  if (!feedforward.is_missing()) ia3.feedforward_modules = string_list(feedforward);
+  for (const std::string& module : ia3.feedforward_modules) {
+    if (std::find(ia3.target_modules.begin(), ia3.target_modules.end(), module) == ia3.target_modules.end()) {
+      feedforward.fail("'feedforward_modules' " + module + " is not in target_modules (PEFT requires a subset)");
+    }
+  }
+  return ia3;
+}
+
+// training.master_weights false acts on the engines that step the model's own 16-bit tensors
+// (none, DDP, FSDP and FSDP2 without MixedPrecision); the others always keep fp32 copies.
+void check_master_weights_engine(const YamlNode& root, const Scenario& scenario) {
+  YamlNode master = root.child("training").child("master_weights");
+  const ParallelConfig& parallel = scenario.parallel;
+  if (parallel.engine == ParallelEngine::DeepSpeed) {
+    // DeepSpeed 0.19.8 builds fp32 partitions for every bf16/fp16 group it steps
+    // (runtime/zero/stage_1_and_2.py single_partition_of_fp32_groups, stage3.py
+    // fp32_partitioned_groups_flat) unless its own bf16 section sets bf16_master_weights_and_grads
+    // (runtime/precision_config.py, ZeRO-Offload only), which is not modelled.
+    master.fail("'training.master_weights' false is not modelled under DeepSpeed: its ZeRO optimizers keep fp32 "
+                "master partitions (bf16_master_weights_and_grads, ZeRO-Offload only, is not modelled)");
+  }
+  const bool fsdp_mixed = (parallel.engine == ParallelEngine::Fsdp && parallel.fsdp.mixed_precision) ||
+                          (parallel.engine == ParallelEngine::Fsdp2 && parallel.fsdp2.mixed_precision);
+  if (fsdp_mixed) {
+    master.fail("'training.master_weights' false contradicts FSDP mixed_precision, whose fp32 shards are the master "
+                "weights: leave mixed_precision off to train bf16 shards with bf16 optimizer states");
+  }
+}
+
+// optimizer.in_backward as torchtune runs it (recipes/full_finetune_single_device.py, 0.6):
+// no gradient accumulation (the step would run on every micro-batch) and one process.
+void check_optimizer_in_backward(const YamlNode& root, const Scenario& scenario, bool training_job) {
+  YamlNode in_backward = root.child("optimizer").child("in_backward");
+  if (!training_job) in_backward.fail("'optimizer.in_backward' applies to job train");
+  if (scenario.grad_accum_steps > 1) {
+    in_backward.fail("'optimizer.in_backward' steps in every backward: it cannot accumulate gradients "
+                     "(grad_accum_steps " + std::to_string(scenario.grad_accum_steps) + ")");
+  }
+  if (scenario.parallel.engine != ParallelEngine::None) {
+    in_backward.fail("'optimizer.in_backward' with a 'parallel' engine is not modelled");
+  }
+  if (Precision::AmpFp16 == scenario.precision) {
+    in_backward.fail("'optimizer.in_backward' with amp_fp16 is not modelled (GradScaler.unscale_ needs every grad)");
+  }
 }
 
 TrainableConfig read_training(const YamlNode& node, const Scenario& scenario) {
@@ -177,9 +241,21 @@ TrainableConfig read_training(const YamlNode& node, const Scenario& scenario) {
     config.kind = TrainableKind::Patterns;
     config.patterns = string_list(trainable);
   } else if (trainable.is_map()) {
-    trainable.reject_unknown_keys({"lora"});
+    // PEFT's other methods (peft 0.21.2 PeftType names, lower case) are refused by name.
+    for (const char* method : {"dora", "prompt_tuning", "prefix_tuning", "p_tuning", "vera", "oft", "boft",
+                               "loha", "lokr", "adalora", "trainable_tokens"}) {
+      YamlNode given = trainable.child(method);
+      if (!given.is_missing()) {
+        given.fail(std::string("PEFT method '") + method + "' is not modelled yet (LoRA and IA3 are)");
+      }
+    }
+    trainable.reject_unknown_keys({"lora", "ia3"});
     config.kind = TrainableKind::None;  // the base model is frozen; the adapters train
-    config.lora = read_lora(trainable.child("lora"));
+    if (!trainable.child("lora").is_missing() && !trainable.child("ia3").is_missing()) {
+      trainable.child("ia3").fail("'training.trainable' takes one PEFT method: lora or ia3");
+    }
+    if (!trainable.child("lora").is_missing()) config.lora = read_lora(trainable.child("lora"));
+    if (!trainable.child("ia3").is_missing()) config.ia3 = read_ia3(trainable.child("ia3"));
   }
   YamlNode freeze = node.child("freeze");
   if (!freeze.is_missing()) config.freeze = string_list(freeze);
@@ -270,7 +346,8 @@ void read_job_sections(const YamlNode& root, Scenario& scenario) {
     }
     if (scenario.grad_accum_steps != 1) root.child("grad_accum_steps").fail("'grad_accum_steps' applies to job train");
   }
-  if (training_job && config.training.kind == TrainableKind::None && !config.training.lora.enabled) {
+  if (training_job && config.training.kind == TrainableKind::None && !config.training.lora.enabled &&
+      !config.training.ia3.enabled) {
     root.child("training").child("trainable").fail(
         "'training.trainable' none leaves nothing to train; use job: inference or job: forward for forward passes");
   }
@@ -292,6 +369,8 @@ void read_job_sections(const YamlNode& root, Scenario& scenario) {
   if (config.weights.quantized() && scenario.parallel.engine != ParallelEngine::None) {
     root.child("weights").fail("quantized 'weights' with a 'parallel' engine is not modelled");
   }
+  if (!config.training.master_weights) check_master_weights_engine(root, scenario);
+  if (scenario.optimizer.in_backward) check_optimizer_in_backward(root, scenario, training_job);
 }
 
 const char* job_kind_name(JobKind kind) {

@@ -69,6 +69,51 @@ TEST_CASE("master_weights false applies only to pure_bf16", "[scenario][jobs]") 
   CHECK_FALSE(load("precision: pure_bf16\ntraining: {master_weights: false}\n").job.training.master_weights);
 }
 
+TEST_CASE("master_weights false acts under DDP, FSDP and FSDP2 and is refused where the engine keeps fp32 copies",
+          "[scenario][jobs]") {
+  const std::string bf16 = "precision: pure_bf16\ntraining: {master_weights: false}\n";
+  for (const char* engine : {"ddp: {}", "fsdp: {}", "fsdp2: {}"}) {
+    INFO(engine);
+    CHECK_FALSE(load(bf16 + "parallel: {world_size: 2, " + engine + "}\n").job.training.master_weights);
+  }
+  CHECK_THAT(load_error(bf16 + "parallel: {world_size: 2, deepspeed: {bf16: {enabled: true}}}\n"),
+             Catch::Contains("training.master_weights") && Catch::Contains("DeepSpeed"));
+  CHECK_THAT(load_error(bf16 + "parallel: {world_size: 2, fsdp: {mixed_precision: {param_dtype: bf16}}}\n"),
+             Catch::Contains("training.master_weights") && Catch::Contains("mixed_precision"));
+  CHECK_THAT(load_error(bf16 + "parallel: {world_size: 2, fsdp2: {mixed_precision: {param_dtype: bf16}}}\n"),
+             Catch::Contains("training.master_weights") && Catch::Contains("mixed_precision"));
+}
+
+TEST_CASE("optimizer.in_backward is refused with gradient accumulation and parallel engines", "[scenario][jobs]") {
+  CHECK_THAT(load_error("grad_accum_steps: 2\noptimizer: {in_backward: true}\n"), Catch::Contains("accumulate"));
+  CHECK_THAT(load_error("optimizer: {in_backward: true}\nparallel: {world_size: 2, ddp: {}}\n"),
+             Catch::Contains("optimizer.in_backward"));
+  CHECK(load("optimizer: {in_backward: true}\n").optimizer.in_backward);
+}
+
+TEST_CASE("LoRA's autocast_adapter_dtype reads as PEFT names it, and DoRA is refused by name", "[scenario][jobs]") {
+  const std::string lora = "training: {trainable: {lora: {target_modules: [c_attn], ";
+  CHECK_FALSE(load(lora + "autocast_adapter_dtype: false}}}\n").job.training.lora.autocast_adapter_dtype);
+  CHECK(load(lora + "r: 4}}}\n").job.training.lora.autocast_adapter_dtype);
+  CHECK_THAT(load_error(lora + "use_dora: true}}}\n"), Catch::Contains("use_dora"));
+}
+
+TEST_CASE("IA3 reads PEFT's target_modules and feedforward_modules, the latter a subset", "[scenario][jobs]") {
+  Scenario s = load("training: {trainable: {ia3: {target_modules: [c_attn, c_fc], feedforward_modules: [c_fc]}}}\n");
+  CHECK(s.job.training.ia3.enabled);
+  CHECK(s.job.training.ia3.feedforward_modules == std::vector<std::string>{"c_fc"});
+  CHECK_THAT(load_error("training: {trainable: {ia3: {target_modules: [c_attn], feedforward_modules: [c_fc]}}}\n"),
+             Catch::Contains("subset"));
+}
+
+TEST_CASE("PEFT methods other than LoRA and IA3 are refused by their names", "[scenario][jobs]") {
+  for (const char* method : {"prompt_tuning", "prefix_tuning", "vera", "oft", "loha", "lokr", "trainable_tokens"}) {
+    INFO(method);
+    CHECK_THAT(load_error(std::string("training: {trainable: {") + method + ": {}}}\n"),
+               Catch::Contains(std::string("PEFT method '") + method + "'"));
+  }
+}
+
 TEST_CASE("an unknown key in the job section gets a did-you-mean", "[scenario][jobs]") {
   CHECK_THAT(load_error("job: {kind: inference, bacthes: 3}\n"), Catch::Contains("batches"));
 }

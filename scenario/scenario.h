@@ -57,6 +57,15 @@ struct CheckpointConfig {
   CheckpointMode mode = CheckpointMode::None;
   int64_t every_n = 1;                          // EveryN: checkpoint one block in every n
   std::vector<std::string> recompute_ops;       // Selective: op kinds recomputed in backward
+  // Selective, the other way round (torchtitan's op-level policy): op kinds whose outputs are
+  // saved, every other op of the block recomputed; with every_other_linear only the odd-numbered
+  // linears of each block are saved (torchtitan counts aten.mm calls per checkpoint).
+  std::vector<std::string> save_ops;
+  bool every_other_linear = false;
+  // torch.utils.checkpoint's use_reentrant: true (its default when not passed) runs the block
+  // under no_grad and recomputes all of it; false (transformers 5.x, Lightning, every
+  // selective policy) saves through saved-tensor hooks and stops recomputing early.
+  bool reentrant = true;
   // Auto: the share of usable memory to leave free, and the choice per block once resolved
   // (empty until then: nothing is checkpointed).
   double margin_fraction = 0.05;
@@ -68,6 +77,20 @@ struct OptimizerConfig {
   OptimizerImpl impl = OptimizerImpl::Foreach;
   double momentum = 0.0;                        // SGD; 0 = no momentum buffer
   bool amsgrad = false;
+  // Optimizer step in backward (torchtune's optimizer_in_bwd, PyTorch's
+  // register_post_accumulate_grad_hook tutorial): one optimizer per parameter, stepped in the
+  // parameter's post-accumulate-grad hook, which then sets .grad = None.
+  bool in_backward = false;
+};
+
+// The training loss over the logits (`loss:` section).
+struct LossConfig {
+  // torchtune's CEWithChunkedOutputLoss (num_output_chunks): the output projection and the
+  // cross-entropy run per sequence chunk, each chunk's logits upcast to fp32 on its own.
+  int64_t chunks = 1;
+  // Liger's LigerFusedLinearCrossEntropyLoss: lm_head and the loss fused per chunk of tokens,
+  // the gradients computed in forward; no logits are kept.
+  bool fused_linear = false;
 };
 
 // Facts of the training loop that move the peak (../shared/docs/training-memory-model.md §10).
@@ -119,6 +142,7 @@ struct Scenario {
   double dropout = 0.0;
   MoeImbalance moe_imbalance = MoeImbalance::Worst;  // moe.imbalance (scenario/moe_config.cc)
   CheckpointConfig checkpointing;
+  LossConfig loss;
   OptimizerConfig optimizer;
   TrainingLoopConfig loop;
   EvalConfig eval;

@@ -12,6 +12,7 @@
 
 #include "base/edit_distance.h"
 #include "base/input_error.h"
+#include "scenario/loss_config_loader.h"
 #include "scenario/graph_file.h"
 #include "scenario/job_config_loader.h"
 #include "scenario/outside_allocator.h"
@@ -92,7 +93,7 @@ const std::vector<std::string> kTopLevelKeys = {
     "description", "model", "batch_size", "seq_len", "image_size", "grad_accum_steps",
     "iterations", "precision", "attention", "dropout", "checkpointing", "optimizer",
     "training_loop", "eval", "device", "allocator", "parallel", "moe",
-    "cuda_graphs", "compile"};
+    "cuda_graphs", "compile", "loss"};
 
 bool looks_like_path(const std::string& reference) {
   auto ends_with = [&](const char* suffix) {
@@ -193,9 +194,10 @@ CheckpointConfig read_checkpointing(const YamlNode& node) {
   if (node.is_scalar()) {
     config.mode = read_choice(node, kCheckpointModes);
     if (config.mode == CheckpointMode::Selective) node.fail("checkpointing mode 'selective' needs a 'recompute' list");
+    config.reentrant = config.mode == CheckpointMode::Full || config.mode == CheckpointMode::EveryN;
     return config;
   }
-  node.reject_unknown_keys({"mode", "every_n", "recompute", "margin"});
+  node.reject_unknown_keys({"mode", "every_n", "recompute", "save", "every_other_linear", "reentrant", "margin"});
   YamlNode mode = node.child("mode");
   if (!mode.is_missing()) config.mode = read_choice(mode, kCheckpointModes);
   YamlNode every_n = node.child("every_n");
@@ -213,8 +215,36 @@ CheckpointConfig read_checkpointing(const YamlNode& node) {
     std::vector<YamlNode> items = recompute.is_scalar() ? std::vector<YamlNode>{recompute} : recompute.items();
     for (const auto& item : items) config.recompute_ops.push_back(item.as_choice(op_kind_names()));
   }
-  if (config.mode == CheckpointMode::Selective && config.recompute_ops.empty()) {
-    node.fail("checkpointing mode 'selective' needs a 'recompute' list of op kinds");
+  YamlNode save = node.child("save");
+  if (!save.is_missing()) {
+    if (config.mode != CheckpointMode::Selective) save.fail("'checkpointing.save' applies only to mode selective");
+    if (!recompute.is_missing()) save.fail("'checkpointing.save' and 'checkpointing.recompute' exclude each other");
+    std::vector<YamlNode> items = save.is_scalar() ? std::vector<YamlNode>{save} : save.items();
+    for (const auto& item : items) config.save_ops.push_back(item.as_choice(op_kind_names()));
+  }
+  if (config.mode == CheckpointMode::Selective && config.recompute_ops.empty() && config.save_ops.empty()) {
+    node.fail("checkpointing mode 'selective' needs a 'recompute' or a 'save' list of op kinds");
+  }
+  YamlNode every_other = node.child("every_other_linear");
+  if (!every_other.is_missing()) {
+    config.every_other_linear = every_other.as_bool();
+    bool saves_linear = std::find(config.save_ops.begin(), config.save_ops.end(), "linear") != config.save_ops.end();
+    if (config.every_other_linear && !saves_linear) {
+      every_other.fail("'checkpointing.every_other_linear' needs 'save' to list linear");
+    }
+  }
+  // Selective and auto policies go through context_fn, which torch.utils.checkpoint accepts
+  // only with use_reentrant=False (torch/utils/checkpoint.py, 2.13).
+  config.reentrant = config.mode == CheckpointMode::Full || config.mode == CheckpointMode::EveryN;
+  YamlNode reentrant = node.child("reentrant");
+  if (!reentrant.is_missing()) {
+    if (config.mode == CheckpointMode::None) reentrant.fail("'checkpointing.reentrant' applies only with checkpointing on");
+    bool value = reentrant.as_bool();
+    if (value && !config.reentrant) {
+      reentrant.fail(std::string("'checkpointing.reentrant' true: mode ") + checkpoint_mode_name(config.mode) +
+                     " runs only non-reentrant (context_fn needs use_reentrant=False)");
+    }
+    config.reentrant = value;
   }
   YamlNode margin = node.child("margin");
   if (!margin.is_missing()) {
@@ -234,7 +264,7 @@ OptimizerConfig read_optimizer(const YamlNode& node, bool on_cpu) {
     config.type = read_choice(node, kOptimizerTypes);
     return config;
   }
-  node.reject_unknown_keys({"type", "impl", "momentum", "amsgrad"});
+  node.reject_unknown_keys({"type", "impl", "momentum", "amsgrad", "in_backward"});
   YamlNode type = node.child("type");
   if (!type.is_missing()) config.type = read_choice(type, kOptimizerTypes);
   const std::string type_name = optimizer_type_name(config.type);
@@ -258,6 +288,8 @@ OptimizerConfig read_optimizer(const YamlNode& node, bool on_cpu) {
     }
     config.amsgrad = amsgrad.as_bool();
   }
+  YamlNode in_backward = node.child("in_backward");
+  if (!in_backward.is_missing()) config.in_backward = in_backward.as_bool();
   return config;
 }
 
@@ -435,6 +467,7 @@ Scenario read_scenario(const YamlDocument& document) {
   read_parallel_section(root, base_dir, scenario);  // planner/parallel_config_loader.cc
   read_moe_section(root.child("moe"), scenario);    // scenario/moe_config.cc
   read_job_sections(root, scenario);                // scenario/job_config_loader.cc
+  read_loss_section(root.child("loss"), scenario);  // scenario/loss_config_loader.cc
   if (attention.is_missing()) scenario.attention = default_attention(scenario);  // depends on the job
   read_cuda_graphs_section(root.child("cuda_graphs"), scenario);  // scenario/cuda_graphs_config_loader.cc
   read_compile_section(root.child("compile"), scenario);          // scenario/compile_config_loader.cc

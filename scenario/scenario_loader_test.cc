@@ -279,5 +279,35 @@ TEST_CASE("an every_n key without mode every_n is rejected", "[planner][scenario
         "s.yaml:4:38: error: 'checkpointing.every_n' applies only to mode every_n");
 }
 
+TEST_CASE("checkpointing is reentrant by default for whole blocks and non-reentrant for selective policies",
+          "[planner][scenario]") {
+  CHECK(load(std::string(kGpt2) + "checkpointing: full\n").checkpointing.reentrant);
+  CHECK(load(std::string(kGpt2) + "checkpointing: {mode: every_n, every_n: 2}\n").checkpointing.reentrant);
+  CHECK_FALSE(load(std::string(kGpt2) + "checkpointing: {mode: full, reentrant: false}\n").checkpointing.reentrant);
+  CHECK_FALSE(load(std::string(kGpt2) + "checkpointing: {mode: selective, recompute: [gelu]}\n").checkpointing.reentrant);
+}
+
+TEST_CASE("a selective policy refuses the reentrant checkpoint, which has no context_fn", "[planner][scenario]") {
+  CHECK_THAT(load_error(std::string(kGpt2) + "checkpointing: {mode: selective, recompute: [gelu], reentrant: true}\n"),
+             Catch::Contains("checkpointing.reentrant") && Catch::Contains("use_reentrant=False"));
+  CHECK_THAT(load_error(std::string(kGpt2) + "checkpointing: {mode: none, reentrant: false}\n"),
+             Catch::Contains("checkpointing.reentrant"));
+}
+
+TEST_CASE("a selective save list names the kept op kinds and excludes a recompute list", "[planner][scenario]") {
+  Scenario s = load(std::string(kGpt2) + "checkpointing: {mode: selective, save: [linear, attention], every_other_linear: true}\n");
+  CHECK(s.checkpointing.save_ops == std::vector<std::string>{"linear", "attention"});
+  CHECK(s.checkpointing.every_other_linear);
+  CHECK_THAT(load_error(std::string(kGpt2) + "checkpointing: {mode: selective, save: [linear], recompute: [gelu]}\n"),
+             Catch::Contains("exclude each other"));
+  CHECK_THAT(load_error(std::string(kGpt2) + "checkpointing: {mode: selective, save: [attention], every_other_linear: true}\n"),
+             Catch::Contains("needs 'save' to list linear"));
+}
+
+TEST_CASE("optimizer.in_backward reads as a bool", "[planner][scenario]") {
+  CHECK(load(std::string(kGpt2) + "optimizer: {type: adamw, in_backward: true}\n").optimizer.in_backward);
+  CHECK_FALSE(load(std::string(kGpt2) + "optimizer: adamw\n").optimizer.in_backward);
+}
+
 }  // namespace
 }  // namespace oomcast::scenario

@@ -261,6 +261,31 @@ def make_optimizer(torch, params, cfg):
                amsgrad=bool(cfg.get("amsgrad", False)))
 
 
+class OptimizerInBackward:
+    """optimizer.in_backward, as torchtune's optimizer_in_bwd builds it: one optimizer per
+    trainable parameter, stepped (then zero_grad(set_to_none=True)) from the parameter's
+    post-accumulate-grad hook; the loop's step() and zero_grad() have nothing left to do."""
+
+    def __init__(self, torch, params, cfg):
+        self.optimizers = {}
+        for p in params:
+            if not p.requires_grad:
+                continue
+            self.optimizers[p] = make_optimizer(torch, [p], cfg)
+            p.register_post_accumulate_grad_hook(self._step)
+
+    def _step(self, param):
+        optimizer = self.optimizers[param]
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    def step(self):
+        pass
+
+    def zero_grad(self, set_to_none=True):
+        pass
+
+
 # ---------------------------------------------------------------- the training loop
 
 def loop_settings(cfg):
@@ -304,6 +329,9 @@ def run(cfg, hook, log, prepare_model=None):
     ckpt = _mode(cfg.get("checkpointing"), "none")
     if ckpt not in ("none", "full"):
         raise ValueError(f"checkpointing {ckpt!r}: the capture supports none and full")
+    ckpt_cfg = cfg.get("checkpointing")
+    models.CHECKPOINT_REENTRANT = bool(ckpt_cfg.get("reentrant", True)) if isinstance(ckpt_cfg, dict) else True
+    models.LOSS_CHUNKS = int((cfg.get("loss") or {}).get("chunks", 1))
     attention = str(cfg.get("attention", "eager"))
     if attention != "eager":
         # torch 1.13 has no F.scaled_dot_product_attention: every model runs eager attention
@@ -363,8 +391,13 @@ def run(cfg, hook, log, prepare_model=None):
     if jobs.wants_input_require_grads(cfg, ckpt == "full"):
         jobs.enable_input_require_grads(model)
     opt_cfg = cfg.get("optimizer") or {}
-    opt = None if job[0] != "train" else \
-        make_optimizer(torch, model.parameters(), {"type": opt_cfg} if isinstance(opt_cfg, str) else opt_cfg)
+    opt_cfg = {"type": opt_cfg} if isinstance(opt_cfg, str) else opt_cfg
+    if job[0] != "train":
+        opt = None
+    elif opt_cfg.get("in_backward"):
+        opt = OptimizerInBackward(torch, model.parameters(), opt_cfg)
+    else:
+        opt = make_optimizer(torch, model.parameters(), opt_cfg)
     nparams = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())

@@ -29,12 +29,15 @@ def _ends_with(name, suffix):
 class LoraLinear(nn.Module):
     """PEFT's lora.Linear around a base nn.Linear (PEFT >= 0.7 forward)."""
 
-    def __init__(self, base, r, alpha, dropout):
+    def __init__(self, base, r, alpha, dropout, autocast_adapter_dtype=True):
         super().__init__()
         self.base_layer = base
         self.lora_dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
-        self.lora_A = nn.Linear(base.in_features, r, bias=False, device=base.weight.device, dtype=torch.float32)
-        self.lora_B = nn.Linear(r, base.out_features, bias=False, device=base.weight.device, dtype=torch.float32)
+        # get_peft_model(autocast_adapter_dtype=True) makes 16-bit adapters fp32; without it they
+        # follow the base layer's floating dtype (LoraLayer._move_adapter_to_device_of_base_layer).
+        dtype = base.weight.dtype if not autocast_adapter_dtype and base.weight.is_floating_point() else torch.float32
+        self.lora_A = nn.Linear(base.in_features, r, bias=False, device=base.weight.device, dtype=dtype)
+        self.lora_B = nn.Linear(r, base.out_features, bias=False, device=base.weight.device, dtype=dtype)
         nn.init.zeros_(self.lora_B.weight)
         self.scaling = alpha / r
 
@@ -53,6 +56,7 @@ def apply_lora(model, lora):
     r = int(lora.get("r", 8))
     alpha = float(lora.get("alpha", lora.get("lora_alpha", 8)))
     dropout = float(lora.get("dropout", lora.get("lora_dropout", 0.0)))
+    autocast_adapter_dtype = bool(lora.get("autocast_adapter_dtype", True))
     chosen = []
     for name, module in list(model.named_modules()):
         if not isinstance(module, nn.Linear):
@@ -63,7 +67,7 @@ def apply_lora(model, lora):
     for name in chosen:
         parent_name, _, leaf = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, leaf, LoraLinear(getattr(parent, leaf), r, alpha, dropout))
+        setattr(parent, leaf, LoraLinear(getattr(parent, leaf), r, alpha, dropout, autocast_adapter_dtype))
     return chosen
 
 
@@ -72,15 +76,28 @@ def _planner_name(name):
     return name.replace(".base_layer.", ".")
 
 
+def apply_ia3(model, ia3):
+    """Real PEFT (the venv's peft 0.21.2): IA3 layers injected in place around the target linears."""
+    import peft
+    config = peft.IA3Config(target_modules=list(ia3["target_modules"]),
+                            feedforward_modules=list(ia3.get("feedforward_modules") or []))
+    peft.inject_adapter_in_model(config, model)
+
+
 def set_trainable(model, training):
-    """Applies training.trainable / freeze (and LoRA) to requires_grad."""
+    """Applies training.trainable / freeze (and LoRA or IA3) to requires_grad."""
     trainable = training.get("trainable", "all")
     lora = trainable.get("lora") if isinstance(trainable, dict) else None
+    ia3 = trainable.get("ia3") if isinstance(trainable, dict) else None
     if lora is not None:
         apply_lora(model, lora)
+    if ia3 is not None:
+        apply_ia3(model, ia3)
     for name, p in model.named_parameters():
         plain = _planner_name(name)
-        if lora is not None:
+        if ia3 is not None:
+            on = ".ia3_l." in name
+        elif lora is not None:
             on = ".lora_A." in name or ".lora_B." in name
             bias = str(lora.get("bias", "none"))
             if plain.endswith("bias") and (bias == "all" or (bias == "lora_only" and ".base_layer." in name)):

@@ -29,13 +29,40 @@ def _flag(options, name, default):
     return v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on")
 
 
+# The scenario's checkpointing.reentrant (capture.py sets it before the model is built): True is
+# torch.utils.checkpoint's default when use_reentrant is not passed (torch 2.13 warns), False
+# what transformers 5.x's gradient_checkpointing_enable passes.
+CHECKPOINT_REENTRANT = True
+
+
+# The scenario's loss.chunks (capture.py sets it): torchtune's chunked output and loss.
+LOSS_CHUNKS = 1
+
+
+def chunked_output_loss(output, h, targets, chunks):
+    """torchtune 0.6: TransformerDecoder with num_output_chunks (the output projection per chunk of
+    h.chunk(n, dim=1)) and CEWithChunkedOutputLoss (each chunk's logits .float() in a
+    reduction="sum" cross-entropy, divided by the count of labels). The list of chunk logits is
+    the recipe's `logits`, deleted once the loss returns."""
+    logits = [output(chunk) for chunk in h.chunk(chunks, dim=1)]
+    ignore = torch.full((targets.size(0), 1), -100, dtype=targets.dtype, device=targets.device)
+    labels = torch.hstack((targets[..., 1:], ignore))
+    total_elements = (labels != -100).sum()
+    label_chunks = [chunk.reshape(-1) for chunk in labels.chunk(chunks, dim=1)]
+    total = 0.0
+    for logit_chunk, label_chunk in zip(logits, label_chunks):
+        total = total + F.cross_entropy(logit_chunk.reshape(-1, logit_chunk.size(-1)).float(), label_chunk,
+                                        ignore_index=-100, reduction="sum")
+    return total / total_elements
+
+
 def run_blocks(blocks, x, use_checkpoint, *extra):
-    """Runs x through each block, under torch.utils.checkpoint (the 1.13 default,
-    use_reentrant=True) per block when use_checkpoint and training with grad enabled."""
+    """Runs x through each block, under torch.utils.checkpoint (use_reentrant as
+    CHECKPOINT_REENTRANT says) per block when use_checkpoint and training with grad enabled."""
     for block in blocks:
         if use_checkpoint and block.training and torch.is_grad_enabled():
-            # named explicitly: 2.x warns without it (later releases raise); True is 1.13's default
-            x = checkpoint(block, x, *extra, use_reentrant=True)
+            # named explicitly: 2.x warns without it (later releases raise)
+            x = checkpoint(block, x, *extra, use_reentrant=CHECKPOINT_REENTRANT)
         else:
             x = block(x, *extra)
     return x
@@ -258,6 +285,8 @@ class Llama(nn.Module):
         cos, sin = self.rotary(x, idx.size(1))
         x = run_blocks(self.layers, x, self.use_checkpoint, cos, sin)
         x = self.norm(x)
+        if LOSS_CHUNKS > 1 and targets is not None:
+            return None, chunked_output_loss(self.lm_head, x, targets, LOSS_CHUNKS)
         logits = self.lm_head(x)
         loss = None
         if targets is not None:

@@ -261,6 +261,13 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
   TensorId final_hidden = norm(g, s, "norm", x, final_norm, s.hidden);
   g.end_scope();
   g.pop_module();
+  if (g.context().loss_chunks > 1 && g.context().grad_enabled) {
+    // torchtune's chunked output and CEWithChunkedOutputLoss (the loader refuses what it lacks:
+    // soft-capping, MoE auxiliary losses, held logits).
+    TensorId loss = chunked_causal_loss(g, final_hidden, lm_head, labels, tokens, s.hidden, s.vocab, g.context().loss_chunks);
+    g.set_loss(loss);
+    return;
+  }
   TensorId logits = ops::linear(g, "lm_head", final_hidden, lm_head, kNoTensor, s.hidden, s.vocab);
   if (s.final_softcap) {
     // Gemma 2: logits / cap, tanh, * cap (three vocab-sized tensors; tanh saves its result).

@@ -1,6 +1,9 @@
 // The pieces rotary_decoder.h names, shared by llama.cc and gpt_neox.cc.
 #include "planner/families/rotary_decoder.h"
 
+#include <string>
+#include <vector>
+
 namespace oomcast::planner::families {
 
 RotaryTables rotary_tables(GraphBuilder& g, int64_t seq, int64_t dims, DType dtype) {
@@ -53,6 +56,31 @@ CausalLossInputs causal_loss_inputs(GraphBuilder& g, TensorId logits, TensorId l
   g.hold(inputs.logits_fp32);
   inputs.shift_labels = ops::constant(g, "loss.shift_labels", tokens, DType::Int64, labels);
   return inputs;
+}
+
+TensorId chunked_causal_loss(GraphBuilder& g, TensorId hidden, TensorId lm_head, TensorId labels, uint64_t tokens,
+                             int64_t hidden_size, int64_t vocab, int64_t chunks) {
+  const bool copies = g.context().batch > 1;  // a dim-1 chunk of [B, S, H] is contiguous only for B = 1
+  std::vector<TensorId> pieces = ops::split(g, "output.chunk", hidden, static_cast<int>(chunks));
+  std::vector<TensorId> logits;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    logits.push_back(ops::linear(g, "output.chunk" + std::to_string(i), pieces[i], lm_head, kNoTensor, hidden_size,
+                                 vocab, copies));
+  }
+  g.begin_scope();
+  for (TensorId chunk : logits) g.hold(chunk);  // the recipe's `logits` list, deleted after the loss
+  // hstack((labels[..., 1:], ignore_labels_cache)): one int64 tensor, chunked into views.
+  TensorId shift_labels = ops::constant(g, "loss.shift_labels", tokens, DType::Int64, labels);
+  TensorId total = kNoTensor;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const std::string name = "loss.chunk" + std::to_string(i);
+    TensorId upcast = g.cast(logits[i], DType::Float32, name + ".float");
+    TensorId loss = ops::cross_entropy(g, name + ".cross_entropy", upcast, shift_labels, vocab);
+    total = total == kNoTensor ? loss : ops::add(g, name + ".sum", total, loss);
+  }
+  TensorId mean = ops::scale(g, "loss.normalize", total);  // / total_elements
+  g.end_scope();
+  return mean;
 }
 
 }  // namespace oomcast::planner::families

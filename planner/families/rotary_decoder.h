@@ -38,4 +38,15 @@ struct CausalLossInputs {
 };
 CausalLossInputs causal_loss_inputs(GraphBuilder& g, TensorId logits, TensorId labels, uint64_t tokens);
 
+// torchtune's chunked output and loss (loss.chunks; modules/transformer.py TransformerDecoder
+// with num_output_chunks, modules/loss/ce_chunked_output_loss.py CEWithChunkedOutputLoss,
+// torchtune 0.6): the final hidden states split into `chunks` along the sequence
+// (h.chunk(n, dim=1)), the output projection run per chunk (a non-contiguous chunk of a batch
+// above 1 is copied by matmul's reshape, and the copy is saved), the list of chunk logits held
+// by the recipe until the loss returns, and per chunk F.cross_entropy(chunk.float(), labels,
+// reduction="sum"): only one chunk's fp32 copy exists at a time, while every chunk's fp32
+// log-probabilities are saved. Returns the loss.
+TensorId chunked_causal_loss(GraphBuilder& g, TensorId hidden, TensorId lm_head, TensorId labels, uint64_t tokens,
+                             int64_t hidden_size, int64_t vocab, int64_t chunks);
+
 }  // namespace oomcast::planner::families

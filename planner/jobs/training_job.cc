@@ -18,6 +18,7 @@
 #include "planner/graph_runner.h"
 #include "planner/model_setup.h"
 #include "planner/ops/graph_builder.h"
+#include "planner/optimizer_in_backward.h"
 #include "planner/optimizers.h"
 #include "planner/parallel/mesh_rank.h"
 #include "planner/parallel/parallel_rank.h"
@@ -201,14 +202,32 @@ void LoopPlanner::run() {
   model_.gpu_workspaces = !s.device.is_cpu && s.device.cublas_workspace_bytes > 0 && s.device.cublas_workspaces > 0;
   model_.workspace_bytes = s.device.cublas_workspace_bytes;
   model_.workspace_count = s.device.cublas_workspaces;
+  // optimizer.in_backward: one optimizer per trainable parameter, stepped from its grad hook.
+  std::unique_ptr<OptimizerInBackward> in_backward;
+  if (s.optimizer.in_backward && !parallel_) {
+    std::vector<std::unique_ptr<OptimizerModel>> per_parameter(graph.parameters.size());
+    for (size_t i = 0; i < optimized.size(); ++i) {
+      auto own = std::make_unique<OptimizerModel>(s.optimizer, rules, std::vector<OptimizerParameter>{optimizer_params[i]},
+                                                  &writer_);
+      own->set_torch_version(s.allocator.torch_version);
+      own->construct();
+      per_parameter[optimized[i]] = std::move(own);
+    }
+    optimizer_params.clear();
+    optimized.clear();
+    in_backward = std::make_unique<OptimizerInBackward>(std::move(per_parameter), &model_, &writer_);
+  }
   OptimizerModel optimizer(s.optimizer, rules, std::move(optimizer_params), &writer_);
   optimizer.set_torch_version(s.allocator.torch_version);
   if (parallel_) {
     model_.hooks = parallel_.get();
     parallel_->construct_optimizer();
+  } else if (in_backward) {
+    model_.hooks = in_backward.get();
   } else {
     optimizer.construct();
   }
+  RunnerHooks* const training_hooks = model_.hooks;
 
   // One runner per microbatch in flight (a pipeline stage holds several forwards' graphs).
   const std::vector<PipelineStep> steps = step_order(s, rank_);
@@ -315,7 +334,7 @@ void LoopPlanner::run() {
       if (parallel_) parallel_->begin_forward(/*training=*/false);
       evaluate(*eval_runner, eval_graph);
       if (parallel_) parallel_->end_forward();
-      model_.hooks = parallel_.get();
+      model_.hooks = training_hooks;
     }
   }
   writer_.begin_phase("end");

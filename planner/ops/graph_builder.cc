@@ -136,8 +136,9 @@ OpNode& GraphBuilder::add_op(OpKind kind, std::string_view leaf, std::vector<Ten
     unit_decided_ = true;
     const CheckpointMode mode = context_.checkpoint_mode;
     const auto unit = static_cast<int64_t>(current_unit_);
-    bool reentrant = mode == CheckpointMode::Full ||
-                     (mode == CheckpointMode::EveryN && (context_.checkpoint_every_n <= 1 || unit % context_.checkpoint_every_n == 0));
+    bool reentrant = context_.checkpoint_reentrant &&
+                     (mode == CheckpointMode::Full ||
+                      (mode == CheckpointMode::EveryN && (context_.checkpoint_every_n <= 1 || unit % context_.checkpoint_every_n == 0)));
     bool argument_requires_grad = false;
     for (TensorId in : inputs) {
       const TensorDesc& desc = graph_.tensors[graph_.tensors[in].storage];

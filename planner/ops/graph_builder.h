@@ -43,8 +43,12 @@ struct BuildContext {
   bool input_require_grads = false;
   // Reentrant torch.utils.checkpoint per block (unit): a block none of whose inputs requires
   // grad runs without a graph (its parameters get no gradient).
+  // The non-reentrant checkpoint (checkpointing.reentrant false) records the graph as usual.
   scenario::CheckpointMode checkpoint_mode = scenario::CheckpointMode::None;
   int64_t checkpoint_every_n = 1;
+  bool checkpoint_reentrant = true;
+  // loss.chunks: torchtune's chunked output projection and cross-entropy (1 = one loss).
+  int64_t loss_chunks = 1;
 };
 
 class GraphBuilder {

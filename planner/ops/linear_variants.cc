@@ -1,9 +1,10 @@
-// LoRA adapters and bitsandbytes-quantized base weights on a linear; the formulas and their
+// LoRA and IA3 adapters and bitsandbytes-quantized base weights on a linear; the formulas and their
 // sources are in docs/weight-formats.md.
 //
 // LoRA (PEFT lora.Linear.forward, PEFT >= 0.7): result = base_layer(x); x = x.to(lora_A dtype);
 // result = result + lora_B(lora_A(lora_dropout(x))) * scaling; result.to(result dtype). The
-// adapters are fp32 (get_peft_model's autocast_adapter_dtype), lora_A [r, in], lora_B [out, r].
+// adapters are fp32 (get_peft_model's autocast_adapter_dtype) unless lora.autocast_adapter_dtype
+// is false, lora_A [r, in], lora_B [out, r].
 //
 // 4-bit (bnb Linear4bit -> MatMul4Bit): x.to(compute_dtype), the weight dequantized to the
 // compute dtype as a temporary (with double quantization the absmax is dequantized first), F.linear,
@@ -22,6 +23,7 @@
 
 namespace oomcast::planner::ops {
 
+using scenario::Ia3Config;
 using scenario::JobConfig;
 using scenario::LoraConfig;
 using scenario::OpKind;
@@ -97,19 +99,51 @@ TensorId quantized_linear_op(GraphBuilder& g, const std::string& name, TensorId 
   return g.cast(out, input_dtype, name + ".output_cast");
 }
 
+// `base_dtype`: the base layer's weight dtype, or fp32 for a quantized (integer) one.
 TensorId lora_branch(GraphBuilder& g, const std::string& name, TensorId x, TensorId result, int64_t in_features,
-                     int64_t out_features) {
+                     int64_t out_features, DType base_dtype) {
   const LoraConfig& lora = g.context().job->training.lora;
-  TensorId lora_a = g.adapter_parameter(name + ".lora_A.default.weight", {lora.r, in_features}, DType::Float32);
-  TensorId lora_b = g.adapter_parameter(name + ".lora_B.default.weight", {out_features, lora.r}, DType::Float32);
+  // get_peft_model(autocast_adapter_dtype=True) upcasts 16-bit adapters to fp32; without it the
+  // adapters keep the base layer's floating dtype (LoraLayer._move_adapter_to_device_of_base_layer,
+  // PEFT 0.21.2), and the input cast (_cast_input_dtype) is a no-op when the dtypes agree.
+  const DType adapter_dtype = lora.autocast_adapter_dtype ? DType::Float32 : base_dtype;
+  TensorId lora_a = g.adapter_parameter(name + ".lora_A.default.weight", {lora.r, in_features}, adapter_dtype);
+  TensorId lora_b = g.adapter_parameter(name + ".lora_B.default.weight", {out_features, lora.r}, adapter_dtype);
   const DType result_dtype = g.tensor(result).dtype;
-  TensorId adapter_input = g.cast(x, DType::Float32, name + ".lora_input_cast");
+  TensorId adapter_input = g.cast(x, adapter_dtype, name + ".lora_input_cast");
   adapter_input = dropout_with(g, name + ".lora_dropout", adapter_input, g.context().training ? lora.dropout : 0.0);
   TensorId down = dense_linear(g, name + ".lora_A", adapter_input, lora_a, kNoTensor, in_features, lora.r, false);
   TensorId up = dense_linear(g, name + ".lora_B", down, lora_b, kNoTensor, lora.r, out_features, false);
   TensorId scaled = scale(g, name + ".lora_scaling", up);
   TensorId sum = add(g, name + ".lora_add", result, scaled);
   return g.cast(sum, result_dtype, name + ".lora_result_cast");
+}
+
+// IA3 (PEFT 0.21.2 ia3/layer.py Linear.forward): ia3_scaling = 1 * ia3_l.flatten() (a new
+// vector); a feedforward module scales its input, x.to(ia3 dtype) * scaling then .to(x's dtype),
+// before the base layer; the others scale the base output, (result * scaling).to(result dtype).
+// The vector is [1, in] or [out, 1], fp32 (torch.randn at the default dtype, kept fp32 by
+// get_peft_model's autocast_adapter_dtype on a 16-bit base).
+TensorId ia3_linear(GraphBuilder& g, const std::string& name, TensorId x, TensorId weight, TensorId bias,
+                    int64_t in_features, int64_t out_features, bool copy_input, bool quantized) {
+  const Ia3Config& ia3 = g.context().job->training.ia3;
+  const bool feedforward = ia3_feedforward(ia3, g.qualified(name));
+  auto base = [&](TensorId input) {
+    return quantized ? quantized_linear_op(g, name, input, weight, bias, in_features, out_features)
+                     : dense_linear(g, name, input, weight, bias, in_features, out_features, copy_input);
+  };
+  if (feedforward) {
+    TensorId vector = g.adapter_parameter(name + ".ia3_l.default", {1, in_features}, DType::Float32);
+    TensorId scaling = scale(g, name + ".ia3_scaling", vector);
+    const DType input_dtype = g.tensor(x).dtype;
+    TensorId scaled = mul(g, name + ".ia3_mul", g.cast(x, DType::Float32, name + ".ia3_input_cast"), scaling);
+    return base(g.cast(scaled, input_dtype, name + ".ia3_interm_cast"));
+  }
+  TensorId result = base(x);
+  TensorId vector = g.adapter_parameter(name + ".ia3_l.default", {out_features, 1}, DType::Float32);
+  TensorId scaling = scale(g, name + ".ia3_scaling", vector);
+  const DType result_dtype = g.tensor(result).dtype;
+  return g.cast(mul(g, name + ".ia3_mul", result, scaling), result_dtype, name + ".ia3_result_cast");
 }
 
 }  // namespace
@@ -133,11 +167,14 @@ TensorId job_linear(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId
   const JobConfig& job = *g.context().job;
   const std::string name(leaf);
   const std::string module = g.qualified(name);
-  TensorId result = quantized_linear(job.weights, module)
-                        ? quantized_linear_op(g, name, x, weight, bias, in_features, out_features)
-                        : dense_linear(g, leaf, x, weight, bias, in_features, out_features, copy_input);
+  const bool quantized = quantized_linear(job.weights, module);
+  if (ia3_targets(job.training.ia3, module)) {
+    return ia3_linear(g, name, x, weight, bias, in_features, out_features, copy_input, quantized);
+  }
+  TensorId result = quantized ? quantized_linear_op(g, name, x, weight, bias, in_features, out_features)
+                              : dense_linear(g, leaf, x, weight, bias, in_features, out_features, copy_input);
   if (!lora_targets(job.training.lora, module)) return result;
-  return lora_branch(g, name, x, result, in_features, out_features);
+  return lora_branch(g, name, x, result, in_features, out_features, quantized ? DType::Float32 : g.tensor(weight).dtype);
 }
 
 }  // namespace oomcast::planner::ops

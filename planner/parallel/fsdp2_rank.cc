@@ -40,6 +40,7 @@
 #include "planner/parallel/fsdp2_streams.h"
 #include "planner/parallel/parallel_rank.h"
 #include "planner/precision.h"
+#include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
 
@@ -56,7 +57,7 @@ class Fsdp2Rank : public ParallelRank {
         config_(scenario.parallel.fsdp2),
         groups_(unit_groups(graph, uses_, true)),
         shards_(fsdp2_shards(graph, groups_, world())) {
-    const PrecisionRules rules = precision_rules(scenario.precision);
+    const PrecisionRules rules = job_precision_rules(scenario);
     const uint64_t param_bytes = dtype_bytes(rules.parameter_dtype);
     storage_bytes_ = config_.mixed_precision ? 4 : param_bytes;
     gathered_bytes_ = config_.mixed_precision ? float_dtype_bytes(config_.param_dtype) : param_bytes;
@@ -88,7 +89,9 @@ class Fsdp2Rank : public ParallelRank {
 
   void construct_optimizer() override {
     if (config_.cpu_offload) return;  // the optimizer steps the host shards
-    PrecisionRules rules = precision_rules(scenario_.precision);
+    // job_precision_rules: training.master_weights false steps the bf16 shard in place with
+    // bf16 moments (torch.optim states are zeros_like(param)), as torchtune's bf16 recipes do.
+    PrecisionRules rules = job_precision_rules(scenario_);
     if (config_.mixed_precision) rules.fp32_master_weights = false;  // the fp32 shard is the master
     const DType dtype = storage_bytes_ == 4 || rules.fp32_master_weights ? DType::Float32 : rules.parameter_dtype;
     std::vector<OptimizerParameter> params;

@@ -29,6 +29,7 @@
 #include "planner/parallel/fsdp_rank_shards.h"
 #include "planner/parallel/parallel_rank.h"
 #include "planner/precision.h"
+#include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
 
@@ -47,7 +48,7 @@ class FsdpRank : public ParallelRank {
       : ParallelRank(scenario, graph, writer, model),
         fsdp_(scenario.parallel.fsdp),
         groups_(unit_groups(graph, uses_, fsdp_.auto_wrap == FsdpAutoWrap::Block)) {
-    const PrecisionRules rules = precision_rules(scenario.precision);
+    const PrecisionRules rules = job_precision_rules(scenario);
     const uint64_t param_bytes = dtype_bytes(rules.parameter_dtype);
     storage_bytes_ = fsdp_.mixed_precision ? 4 : param_bytes;
     gathered_bytes_ = fsdp_.mixed_precision ? float_dtype_bytes(fsdp_.param_dtype) : param_bytes;
@@ -87,7 +88,9 @@ class FsdpRank : public ParallelRank {
 
   void construct_optimizer() override {
     if (fsdp_.cpu_offload) return;  // the optimizer steps the CPU shards
-    PrecisionRules rules = precision_rules(scenario_.precision);
+    // job_precision_rules: training.master_weights false steps the bf16 shard in place with
+    // bf16 moments (torch.optim states are zeros_like(param)), as torchtune's bf16 recipes do.
+    PrecisionRules rules = job_precision_rules(scenario_);
     if (fsdp_.mixed_precision) rules.fp32_master_weights = false;  // the fp32 shard is the master
     std::vector<OptimizerParameter> params;
     const DType dtype = storage_bytes_ == 4 || rules.fp32_master_weights ? DType::Float32 : rules.parameter_dtype;

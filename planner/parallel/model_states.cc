@@ -26,6 +26,13 @@ namespace {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// optimizer_moment_bytes is per fp32 element: torch.optim's states are zeros_like(the stepped
+// tensor), so a bf16 parameter stepped without a master copy has bf16 moments. bitsandbytes'
+// 8-bit states are bytes whatever the parameter's dtype.
+uint64_t moments_at(const OptimizerConfig& optimizer, uint64_t moments, uint64_t stepped_bytes) {
+  return optimizer.type == OptimizerType::AdamW8bit ? moments : moments * stepped_bytes / 4;
+}
+
 ModelStateBytes deepspeed_states(const ZeroConfig& zero, uint64_t param_bytes, uint64_t moments,
                                  const ModelSizes& sizes, uint64_t world, uint64_t gpus_per_node) {
   // Frozen parameters are partitioned and gathered like the others (stage 3) but DeepSpeed
@@ -150,9 +157,8 @@ uint64_t optimizer_moment_bytes(const OptimizerConfig& optimizer) {
   return 8;
 }
 
-ModelStateBytes model_state_bytes(const ParallelConfig& parallel, Precision precision, const OptimizerConfig& optimizer,
-                                  const ModelSizes& sizes) {
-  const PrecisionRules rules = precision_rules(precision);
+ModelStateBytes model_state_bytes(const ParallelConfig& parallel, const PrecisionRules& rules,
+                                  const OptimizerConfig& optimizer, const ModelSizes& sizes) {
   const uint64_t param_bytes = dtype_bytes(rules.parameter_dtype);
   const uint64_t moments = optimizer_moment_bytes(optimizer);
   const auto world = static_cast<uint64_t>(std::max<int64_t>(1, parallel.world_size));
@@ -165,14 +171,18 @@ ModelStateBytes model_state_bytes(const ParallelConfig& parallel, Precision prec
       uint64_t storage = fsdp.mixed_precision ? 4 : param_bytes;
       uint64_t gathered = fsdp.mixed_precision ? float_dtype_bytes(fsdp.param_dtype) : param_bytes;
       bool masters = !fsdp.mixed_precision && rules.fp32_master_weights;
-      return fsdp_states(fsdp, storage, gathered, masters, moments, sizes, world, gpus_per_node);
+      const uint64_t stepped = masters ? 4 : storage;
+      return fsdp_states(fsdp, storage, gathered, masters, moments_at(optimizer, moments, stepped), sizes, world,
+                         gpus_per_node);
     }
     case ParallelEngine::Fsdp2: {
       const Fsdp2Config& fsdp2 = parallel.fsdp2;
       uint64_t storage = fsdp2.mixed_precision ? 4 : param_bytes;
       uint64_t gathered = fsdp2.mixed_precision ? float_dtype_bytes(fsdp2.param_dtype) : param_bytes;
       bool masters = !fsdp2.mixed_precision && rules.fp32_master_weights;
-      return fsdp2_states(fsdp2, storage, gathered, masters, moments, sizes, gpus_per_node);
+      const uint64_t stepped = masters ? 4 : storage;
+      return fsdp2_states(fsdp2, storage, gathered, masters, moments_at(optimizer, moments, stepped), sizes,
+                          gpus_per_node);
     }
     case ParallelEngine::Ddp:
     case ParallelEngine::None: {
@@ -183,7 +193,12 @@ ModelStateBytes model_state_bytes(const ParallelConfig& parallel, Precision prec
       bytes.parameters = sizes.parameter_bytes;
       bytes.gradients = sizes.trainable_bytes;
       bytes.full_gradients = sizes.trainable_bytes;
-      bytes.optimizer = ((rules.fp32_master_weights ? 4 : 0) + moments) * trainable;
+      // Without masters each parameter is stepped in its own dtype (LoRA's fp32 adapters on a
+      // bf16 base included): the moments scale with the trainable bytes.
+      bytes.optimizer = rules.fp32_master_weights ? (4 + moments) * trainable
+                                                  : (optimizer.type == OptimizerType::AdamW8bit
+                                                         ? moments * trainable
+                                                         : moments * sizes.trainable_bytes / 4);
       bytes.step_fp32_gradients = rules.fp32_master_weights ? 4 * trainable : 0;
       bytes.host_load_peak_per_node = 4 * psi * gpus_per_node;
       return bytes;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "planner/precision.h"
 #include "scenario/scenario.h"
 
 namespace oomcast::planner {
@@ -48,7 +49,9 @@ struct ModelStateBytes {
 // Bytes per element the optimizer keeps besides the master copy (Adam/AdamW: m and v in fp32).
 uint64_t optimizer_moment_bytes(const scenario::OptimizerConfig& optimizer);
 
-ModelStateBytes model_state_bytes(const scenario::ParallelConfig& parallel, scenario::Precision precision,
+// `rules` are the job's precision rules (job_precision_rules): training.master_weights and
+// weights.format act on every engine that keeps the model's own dtype (DDP, FSDP, FSDP2).
+ModelStateBytes model_state_bytes(const scenario::ParallelConfig& parallel, const PrecisionRules& rules,
                                   const scenario::OptimizerConfig& optimizer, const ModelSizes& sizes);
 
 }  // namespace oomcast::planner

@@ -8,6 +8,7 @@
 
 #include "planner/parallel/fsdp2_shards.h"
 #include "planner/parallel/fsdp_rank_shards.h"
+#include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
 
@@ -153,7 +154,7 @@ ParallelSummary summarize_parallel(const Scenario& scenario, const LayerGraph& g
     summary.sizes.rank_parameter_shard = shards.shard_elements;
     summary.sizes.rank_trainable_shard = shards.trainable_shard_elements;
   }
-  summary.model_states = model_state_bytes(parallel, scenario.precision, scenario.optimizer, summary.sizes);
+  summary.model_states = model_state_bytes(parallel, job_precision_rules(scenario), scenario.optimizer, summary.sizes);
   summary.host_bytes = summary.model_states.host_per_rank;
   summary.host_pinned = host_pinned(parallel) && summary.host_bytes > 0;
   summary.host_bytes_per_node = summary.model_states.host_per_node(parallel.gpus_per_node);
