@@ -6,6 +6,7 @@
 #include "advisor/closed_form_fit.h"
 #include "advisor/planned_points.h"
 #include "advisor/predict.h"
+#include "advisor/sweep.h"
 #include "advisor/whatif.h"
 #include "planner/jobs/training_job.h"
 #include "scenario/scenario_loader.h"
@@ -80,6 +81,18 @@ TEST_CASE("a scenario whose checkpointing is still to be chosen for its device s
   PlannedPoints points;
   predict_sharing(scenario, &points);
   CHECK(points.size() == 0);
+}
+
+TEST_CASE("a sweep plans the combinations that differ only in allocator settings once and replays each") {
+  const ScenarioSource source = ScenarioSource::file(kScenarios + "gpt2-small-b8-amp-bf16.yaml");
+  SweepOptions options;
+  options.jobs = 2;
+  const sim::WorkCounters before = sim::work_counters();
+  SweepResult result = run_sweep(source, parse_grid("batch_size=1,2 allocator.expandable_segments=false,true"), options);
+  const sim::WorkCounters work = sim::work_counters().since(before);
+  REQUIRE(result.rows.size() == 4);
+  CHECK(work.plans_built == 2);
+  CHECK(work.replays == 4);
 }
 
 }  // namespace
