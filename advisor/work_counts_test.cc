@@ -3,6 +3,7 @@
 // timing would only drift in bench/.
 #include <catch2/catch.hpp>
 
+#include "advisor/auto_checkpointing.h"
 #include "advisor/closed_form_fit.h"
 #include "advisor/planned_points.h"
 #include "advisor/predict.h"
@@ -93,6 +94,25 @@ TEST_CASE("a sweep plans the combinations that differ only in allocator settings
   REQUIRE(result.rows.size() == 4);
   CHECK(work.plans_built == 2);
   CHECK(work.replays == 4);
+}
+
+TEST_CASE("predicting a checkpointing: auto job plans nothing beyond what choosing the checkpoints simulated") {
+  // gpt2-small squeezed onto 6 GiB, so that the choice checkpoints some blocks.
+  Scenario scenario = load_scenario(kScenarios + "gpt2-small-b8-amp-bf16.yaml", {"checkpointing=auto", "device.total_gib=6"});
+  sim::WorkCounters before = sim::work_counters();
+  const Scenario resolved = resolve_auto_checkpointing(scenario);
+  const sim::WorkCounters choosing = sim::work_counters().since(before);
+  before = sim::work_counters();
+  const Prediction prediction = predict(scenario);
+  const sim::WorkCounters predicting = sim::work_counters().since(before);
+  REQUIRE(choosing.plans_built >= 1);
+  CHECK(predicting.plans_built == choosing.plans_built);
+  CHECK(predicting.replays == choosing.replays);
+  // And the answer is the resolved scenario's own prediction.
+  const Prediction of_resolved = predict(resolved);
+  CHECK(prediction.peak_reserved_bytes == of_resolved.peak_reserved_bytes);
+  CHECK(prediction.peak_allocated_bytes == of_resolved.peak_allocated_bytes);
+  CHECK(prediction.fits == of_resolved.fits);
 }
 
 }  // namespace
