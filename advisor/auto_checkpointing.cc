@@ -14,7 +14,18 @@
 #include "planner/jobs/training_job.h"
 #include "planner/timing/checkpoint_knapsack.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::CheckpointChoice;
+using planner::CheckpointCosts;
+using planner::build_training_graph;
+using planner::checkpoint_config_for;
+using planner::checkpoint_costs;
+using planner::choose_checkpoints;
+using scenario::CheckpointConfig;
+using scenario::CheckpointMode;
+using scenario::Scenario;
+using scenario::UnitCheckpoint;
 
 namespace {
 
@@ -68,4 +79,4 @@ std::string auto_checkpointing_summary(const CheckpointConfig& config) {
   return parts.empty() ? text : text + ": " + parts;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -10,15 +10,16 @@
 #include "advisor/predict.h"
 #include "scenario/scenario.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // The scenario with checkpointing.units filled in; unchanged unless its mode is auto and
 // unresolved. A model without blocks gets mode none. `prediction`, when given, receives the
 // prediction of the returned scenario when the choice simulated it (its last round), so that
 // predict() need not plan and replay the same scenario again; none when nothing was simulated.
-Scenario resolve_auto_checkpointing(const Scenario& scenario, std::optional<Prediction>* prediction = nullptr);
+scenario::Scenario resolve_auto_checkpointing(const scenario::Scenario& scenario,
+                                              std::optional<Prediction>* prediction = nullptr);
 
 // "12 of 32 blocks: 8 full, 4 attention" for a resolved auto section; "" otherwise.
-std::string auto_checkpointing_summary(const CheckpointConfig& config);
+std::string auto_checkpointing_summary(const scenario::CheckpointConfig& config);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

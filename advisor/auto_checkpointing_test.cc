@@ -6,7 +6,10 @@
 #include "advisor/predict.h"
 #include "scenario/scenario_source.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::ScenarioSource;
+
 namespace {
 
 const std::string kGpt2Small = std::string(OOMCAST_SOURCE_DIR) + "/scenarios/gpt2-small-b8-amp-bf16.yaml";
@@ -36,4 +39,4 @@ TEST_CASE("Auto checkpointing checkpoints nothing when the step already fits") {
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 inline std::string byte_text(double bytes) {
   constexpr double kKiB = 1024.0, kMiB = kKiB * 1024.0, kGiB = kMiB * 1024.0;
@@ -22,4 +22,4 @@ inline std::string byte_text(double bytes) {
 inline std::string byte_text(uint64_t bytes) { return byte_text(static_cast<double>(bytes)); }
 inline std::string byte_text(int64_t bytes) { return byte_text(static_cast<double>(bytes)); }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -21,7 +21,12 @@
 #include "advisor/predict.h"
 #include "planner/jobs/training_job.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::plan_steps;
+using scenario::CheckpointMode;
+using scenario::ModelConfig;
+using scenario::Scenario;
 
 namespace {
 
@@ -32,7 +37,7 @@ std::vector<int64_t> unique_positive(std::vector<int64_t> values) {
   return values;
 }
 
-bool fits_sequence(const ModelConfig& model) { return !families::is_vision(model) && model.family != "mlp"; }
+bool fits_sequence(const ModelConfig& model) { return !scenario::families::is_vision(model) && model.family != "mlp"; }
 
 std::string signed_term(double value, const char* unit) {
   return fmt::format(" {} {}{}", value < 0 ? "-" : "+", byte_text(std::fabs(value)), unit);
@@ -207,7 +212,7 @@ ClosedFormFit fit_closed_form(const Scenario& scenario, FitMetric metric, size_t
     if (by_moments) {
       // A point planned already is replayed; one planned here is not kept (the grid's
       // schedules together would hold a dozen traces in memory at once).
-      std::shared_ptr<const PlannedTrace> kept =
+      std::shared_ptr<const planner::PlannedTrace> kept =
           points != nullptr && PlannedPoints::shareable(s) ? points->find(s.batch_size, s.seq_len) : nullptr;
       if (kept) {
         series[i] = replay_allocated_series(s, *kept);
@@ -350,4 +355,4 @@ std::string render_fit_json(const ClosedFormFit& fit) {
   return json.dump(2) + "\n";
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -20,7 +20,7 @@
 #include "advisor/planned_points.h"
 #include "advisor/work_pool.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct FitSample {
   int64_t batch = 0;
@@ -84,7 +84,7 @@ enum class FitMetric { PeakReserved, PeakAllocated };
 // scenario itself is invalid. `points`, when given, holds schedules of `scenario` already
 // planned at some (B, S) of the grid (advisor/planned_points.h): those are replayed, not planned
 // again.
-ClosedFormFit fit_closed_form(const Scenario& scenario, FitMetric metric = FitMetric::PeakReserved,
+ClosedFormFit fit_closed_form(const scenario::Scenario& scenario, FitMetric metric = FitMetric::PeakReserved,
                               size_t jobs = default_jobs(), PlannedPoints* points = nullptr);
 
 // The formula, the samples with their residuals and regimes, and the worst residual.
@@ -95,4 +95,4 @@ std::string render_fit_text(const ClosedFormFit& fit);
 //  "max_abs_residual_bytes", "max_relative_residual"}
 std::string render_fit_json(const ClosedFormFit& fit);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -10,7 +10,11 @@
 
 #include "scenario/scenario_loader.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::Scenario;
+using scenario::load_scenario;
+
 namespace {
 
 const std::string kScenarios = std::string(OOMCAST_SOURCE_DIR) + "/scenarios/";
@@ -108,4 +112,4 @@ TEST_CASE("A vision model is fitted as a + b·B with small residuals") {
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

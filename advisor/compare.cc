@@ -8,7 +8,10 @@
 #include <iterator>
 #include <unordered_map>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::EventInfo;
+using planner::PlannedTrace;
 
 const char* const kDivergenceMethod =
     "inside the first phase out of tolerance, both traces are walked from the phase's mark with "
@@ -209,4 +212,4 @@ Comparison compare_capture(const PlannedTrace& planned, const sim::Trace& captur
   return result;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

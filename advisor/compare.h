@@ -12,7 +12,7 @@
 #include "planner/jobs/training_job.h"
 #include "sim/trace.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // Live bytes (sum of the requested sizes of live allocations) at one mark, and the highest
 // live bytes from that mark up to the next one (the phase the mark opens).
@@ -65,9 +65,9 @@ struct Comparison {
 
 // Compares a planned schedule with a captured trace. A phase fails when its peak or the live
 // bytes at its mark differ by more than `tolerance` × the real overall peak.
-Comparison compare_capture(const PlannedTrace& planned, const sim::Trace& capture, double tolerance);
+Comparison compare_capture(const planner::PlannedTrace& planned, const sim::Trace& capture, double tolerance);
 
 // How the divergence point is found, for reports.
 extern const char* const kDivergenceMethod;
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -4,7 +4,11 @@
 
 #include <catch2/catch.hpp>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::EventInfo;
+using planner::PlannedTrace;
+
 namespace {
 
 // A planned trace written by hand; every event names the op that made it.
@@ -111,4 +115,4 @@ TEST_CASE("a mark missing on one side makes the comparison fail") {
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

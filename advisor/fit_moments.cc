@@ -8,7 +8,10 @@
 #include "sim/caching_allocator.h"
 #include "sim/replay.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::PlannedTrace;
+using scenario::Scenario;
 
 std::string AllocatedSeries::phase_at(size_t event) const {
   auto after = std::upper_bound(marks.begin(), marks.end(), event,
@@ -47,4 +50,4 @@ AllocatedSeries replay_allocated_series(const Scenario& scenario, const PlannedT
   return series;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -14,7 +14,7 @@
 #include "planner/planned_trace.h"
 #include "scenario/scenario.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct AllocatedSeries {
   std::vector<uint64_t> allocated;  // allocated bytes after event i
@@ -33,6 +33,6 @@ struct AllocatedSeries {
 // Replays `planned` with the scenario's allocator on its device (the fit passes an unbounded
 // one) and records allocated memory after every event. Requires a GPU device (the cpu device
 // has no caching allocator).
-AllocatedSeries replay_allocated_series(const Scenario& scenario, const PlannedTrace& planned);
+AllocatedSeries replay_allocated_series(const scenario::Scenario& scenario, const planner::PlannedTrace& planned);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -5,7 +5,7 @@
 #include "advisor/byte_text.h"
 #include "advisor/global_batch_search.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 std::string render_global_batch_text(const GlobalBatchResult& r) {
   std::string text;
@@ -90,4 +90,4 @@ std::string render_global_batch_json(const GlobalBatchResult& r) {
   return json.dump(2) + "\n";
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -14,7 +14,10 @@
 #include "base/input_error.h"
 #include "base/progress.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::Scenario;
+using scenario::ScenarioSource;
 
 namespace {
 
@@ -182,4 +185,4 @@ GlobalBatchResult search_keep_global_batch(const ScenarioSource& source, const G
   return result;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -12,7 +12,7 @@
 #include "advisor/search.h"
 #include "scenario/scenario_source.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // Accumulation steps k > kMaxPlannedAccumSteps + 1 are planned as 4 or 5 micro-steps (the same
 // parity as k): micro-step 0 creates the gradients, the last one reduces them and steps the
@@ -20,7 +20,7 @@ namespace oomcast::planner {
 // alternating between two blocks (so the parity keeps the allocator's layout). A loop that
 // keeps every loss alive grows with each micro-step and is planned whole.
 inline constexpr int64_t kMaxPlannedAccumSteps = 4;
-int64_t planned_accum_steps(const Scenario& scenario, int64_t accum_steps);
+int64_t planned_accum_steps(const scenario::Scenario& scenario, int64_t accum_steps);
 
 struct GlobalBatchOptions {
   int64_t global_batch = 0;      // N
@@ -56,7 +56,7 @@ struct GlobalBatchResult {
 
 // Throws InputError when N is not a multiple of the ranks, or the scenario pins the
 // micro-batch or the accumulation (a DeepSpeed JSON that sets them).
-GlobalBatchResult search_keep_global_batch(const ScenarioSource& source, const GlobalBatchOptions& options);
+GlobalBatchResult search_keep_global_batch(const scenario::ScenarioSource& source, const GlobalBatchOptions& options);
 
 std::string render_global_batch_text(const GlobalBatchResult& result);
 // {"global_batch", "ranks", "micro_batch" (null: none fits), "grad_accum_steps", "margin",
@@ -65,4 +65,4 @@ std::string render_global_batch_text(const GlobalBatchResult& result);
 //  error?}], "seconds", "scenario"}
 std::string render_global_batch_json(const GlobalBatchResult& result);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -9,7 +9,12 @@
 #include "advisor/predict.h"
 #include "scenario/scenario_loader.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::Scenario;
+using scenario::ScenarioSource;
+using scenario::load_scenario_text;
+
 namespace {
 
 // gpt2-tiny on a 256 MiB GPU with no context and no cuBLAS workspaces: a few micro-batches fit.
@@ -154,4 +159,4 @@ TEST_CASE("When no split fits the answer says so") {
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

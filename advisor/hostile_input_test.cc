@@ -10,10 +10,16 @@
 #include "scenario/scenario_loader.h"
 #include "scenario/scenario_test_support.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::plan_steps;
+using scenario::Scenario;
+using scenario::ScenarioSource;
+using scenario::load_scenario_text;
+
 namespace {
 
-using testing::error_of;
+using scenario::testing::error_of;
 
 const char* kTiny = "model: gpt2-tiny\nbatch_size: 1\nseq_len: 64\niterations: 2\ndevice: a100-80gb\n";
 
@@ -68,4 +74,4 @@ TEST_CASE("Search refuses a parameter the scenario pins instead of answering not
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -12,7 +12,7 @@
 #include "advisor/byte_text.h"
 #include "base/input_error.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 using Json = nlohmann::json;
@@ -175,4 +175,4 @@ void write_html_report(const HtmlReport& report, const std::string& path, const 
   if (!out) throw InputError({path, 0, 0, -1}, flag, "cannot write the HTML report");
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

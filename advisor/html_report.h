@@ -13,7 +13,7 @@
 
 #include "advisor/timeline_recorder.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct HtmlPhase {
   std::string name;
@@ -68,4 +68,4 @@ void write_html_report(const HtmlReport& report, const std::string& path, const 
 const char* html_report_script();
 const char* html_report_style();
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -5,7 +5,7 @@
 #include "advisor/byte_text.h"
 #include "advisor/html_report_replay.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 void add_snapshot_analysis(HtmlReport& report, const SnapshotAnalysis& analysis, size_t top) {
   std::vector<HtmlCategory> categories;
@@ -28,4 +28,4 @@ void add_snapshot_analysis(HtmlReport& report, const SnapshotAnalysis& analysis,
   report.tables.push_back(std::move(table));
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -11,7 +11,18 @@
 #include "scenario/scenario_loader.h"
 #include "sim/replay.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::EventInfo;
+using planner::PlannedTrace;
+using planner::TensorCategory;
+using planner::category_name;
+using scenario::Scenario;
+using scenario::checkpoint_mode_name;
+using scenario::optimizer_impl_name;
+using scenario::optimizer_type_name;
+using scenario::precision_name;
+
 namespace {
 
 constexpr size_t kTimelineBuckets = 1600;
@@ -49,7 +60,7 @@ std::vector<std::pair<std::string, std::string>> scenario_facts(const Scenario& 
   facts.emplace_back("model", fmt::format("{} ({} family, {} parameters)", s.model.name, s.model.family,
                                           prediction.parameters));
   facts.emplace_back("batch", fmt::format("{} × {} {}, grad_accum {}, {}", s.batch_size,
-                                          families::is_vision(s.model) ? "image_size" : "seq_len",
+                                          scenario::families::is_vision(s.model) ? "image_size" : "seq_len",
                                           s.seq_len, s.grad_accum_steps, precision_name(s.precision)));
   facts.emplace_back("training", fmt::format("{} ({}), checkpointing {}, {} iterations",
                                              optimizer_type_name(s.optimizer.type), optimizer_impl_name(s.optimizer.impl),
@@ -197,4 +208,4 @@ HtmlReport whatif_html_report(const Scenario& scenario, const PlannedTrace& plan
   return report;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

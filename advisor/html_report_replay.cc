@@ -7,7 +7,7 @@
 
 #include "advisor/byte_text.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 constexpr size_t kTimelineBuckets = 1600;
@@ -138,4 +138,4 @@ HtmlReport snapshot_html_report(const std::string& file, const sim::Snapshot& sn
   return report;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -11,7 +11,7 @@
 #include "sim/snapshot.h"
 #include "sim/snapshot_replay.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // Replays `trace` again with a TimelineRecorder. `first` is the replay already made (its
 // peak event is where the segment map is taken).
@@ -30,4 +30,4 @@ HtmlReport snapshot_html_report(const std::string& file, const sim::Snapshot& sn
 // largest live allocations at the peak by call site (html_report_analysis.cc).
 void add_snapshot_analysis(HtmlReport& report, const SnapshotAnalysis& analysis, size_t top);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -6,7 +6,7 @@
 // It sets #script-status to "ok" when everything is drawn, or to the error it met.
 #include "advisor/html_report.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 const char* html_report_style() {
   return R"CSS(
@@ -337,4 +337,4 @@ const char* html_report_script() {
 )JS";
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -11,7 +11,7 @@
 #include "sim/caching_allocator.h"
 #include "sim/replay.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 constexpr sim::Bytes kMiB = 1ull << 20;
@@ -201,4 +201,4 @@ TEST_CASE("a replay report labels graph and MemPool events by their action and n
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

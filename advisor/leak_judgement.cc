@@ -10,7 +10,10 @@
 #include "advisor/whatif.h"
 #include "base/input_error.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::Scenario;
+using scenario::ScenarioSource;
 
 std::map<int32_t, uint64_t> iteration_peaks(const Prediction& p) {
   std::map<int32_t, uint64_t> peaks;
@@ -122,4 +125,4 @@ void judge_fixes_for_leaks(const ScenarioSource& source, const std::vector<OomPa
   });
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

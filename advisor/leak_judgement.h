@@ -13,7 +13,7 @@
 #include "advisor/predict.h"
 #include "scenario/scenario_source.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct FixOutcome;  // whatif.h, which includes this header
 struct OomPattern;
@@ -59,7 +59,7 @@ GrowthJudgement judge_growth(const Prediction& prediction);
 bool may_grow(const Prediction& prediction);
 
 // The scenario loaded with `overrides`, over at least kLeakJudgedIterations iterations.
-Prediction predict_over_leak_window(const ScenarioSource& source, std::vector<std::string> overrides);
+Prediction predict_over_leak_window(const scenario::ScenarioSource& source, std::vector<std::string> overrides);
 
 // The outlook of a prediction over at least kLeakJudgedIterations iterations; none when it
 // does not grow.
@@ -67,7 +67,7 @@ std::optional<LeakOutlook> leak_outlook(const Prediction& over_window);
 
 // The scenario loaded with `overrides`, simulated over the leak window and judged. Throws
 // InputError when that many iterations cannot be planned (the schedule-size limit).
-std::optional<LeakOutlook> judge_leak(const ScenarioSource& source, const std::vector<std::string>& overrides);
+std::optional<LeakOutlook> judge_leak(const scenario::ScenarioSource& source, const std::vector<std::string>& overrides);
 
 // True when the doctor's patterns report growth across iterations.
 bool reports_growth(const std::vector<OomPattern>& patterns);
@@ -75,7 +75,7 @@ bool reports_growth(const std::vector<OomPattern>& patterns);
 // When `patterns` report growth, every fix that fits is simulated again over
 // kLeakJudgedIterations iterations; one that still grows is marked as not fitting, carries its
 // outlook (FixOutcome::leak), and its cost says by how much it grows and when it runs out.
-void judge_fixes_for_leaks(const ScenarioSource& source, const std::vector<OomPattern>& patterns,
+void judge_fixes_for_leaks(const scenario::ScenarioSource& source, const std::vector<OomPattern>& patterns,
                            std::vector<FixOutcome>* fixes, size_t jobs);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -10,7 +10,10 @@
 
 #include "advisor/whatif.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::ScenarioSource;
+
 namespace {
 
 const std::string kLeak = std::string(OOMCAST_SOURCE_DIR) + "/scenarios/gpt2-eval-leak-without-no-grad.yaml";
@@ -185,4 +188,4 @@ TEST_CASE("A scenario that does not grow keeps its simulated verdict and no grow
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -10,7 +10,7 @@
 #include "base/bounded_file.h"
 #include "base/input_error.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 namespace {
 
@@ -102,4 +102,4 @@ int64_t padded_quantile(const LengthDistribution& lengths, double q, int64_t bat
   return (longest + multiple - 1) / multiple * multiple;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct LengthDistribution {
   std::string source;                               // the file, for messages
@@ -41,4 +41,4 @@ enum class Batching {
 double padded_cdf(const LengthDistribution& lengths, int64_t length, int64_t batch, int64_t multiple);
 int64_t padded_quantile(const LengthDistribution& lengths, double q, int64_t batch, int64_t multiple);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

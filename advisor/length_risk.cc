@@ -10,7 +10,9 @@
 
 #include "advisor/search.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::Scenario;
 
 namespace {
 
@@ -143,4 +145,4 @@ std::string render_length_risk_json(const LengthRisk& r) {
   return json.dump();
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -13,7 +13,7 @@
 #include "advisor/length_distribution.h"
 #include "scenario/scenario.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct SearchResult;
 
@@ -43,7 +43,7 @@ struct LengthRisk {
 
 // `scenario` is the one searched (its batch_size, grad_accum_steps, parallel.world_size and,
 // for packing, seq_len as the row length).
-LengthRisk assess_length_risk(const LengthDistribution& lengths, const SearchResult& search, const Scenario& scenario,
+LengthRisk assess_length_risk(const LengthDistribution& lengths, const SearchResult& search, const scenario::Scenario& scenario,
                               const LengthRiskOptions& options);
 
 std::string render_length_risk_text(const LengthRisk& risk);
@@ -53,4 +53,4 @@ std::string render_length_risk_text(const LengthRisk& risk);
 //  "risk_per_1000_steps", "mean_fits"}
 std::string render_length_risk_json(const LengthRisk& risk);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -11,7 +11,12 @@
 #include "base/input_error.h"
 #include "scenario/scenario_loader.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::Scenario;
+using scenario::ScenarioSource;
+using scenario::load_scenario_text;
+
 namespace {
 
 // gpt2-tiny at batch 96 on a 200 MiB GPU: sequences up to 117 tokens fit, 128 does not.
@@ -154,4 +159,4 @@ TEST_CASE("A length distribution needs a sequence-length search") {
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

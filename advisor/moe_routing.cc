@@ -7,7 +7,11 @@
 #include "advisor/byte_text.h"
 #include "advisor/predict.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::ModelConfig;
+using scenario::MoeImbalance;
+using scenario::Scenario;
 
 namespace {
 
@@ -78,4 +82,4 @@ void add_moe_routing_json(const Prediction& prediction, nlohmann::ordered_json& 
                          {"worst", case_json(cases.worst)}};
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

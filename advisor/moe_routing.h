@@ -13,7 +13,7 @@
 #include "scenario/scenario.h"
 #include "sim/trace.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct Prediction;
 
@@ -27,13 +27,13 @@ struct MoeRoutingCase {
 
 struct MoeRoutingCases {
   bool planned = false;  // the model has experts and both cases were planned
-  MoeImbalance reported = MoeImbalance::Worst;  // the scenario's case: the rest of the report
+  scenario::MoeImbalance reported = scenario::MoeImbalance::Worst;  // the scenario's case: the rest of the report
   MoeRoutingCase balanced;
   MoeRoutingCase worst;
 };
 
 // True for a model with mixture-of-experts layers.
-bool has_experts(const ModelConfig& model);
+bool has_experts(const scenario::ModelConfig& model);
 
 // For a model with experts, plans the case the scenario did not choose and fills
 // prediction.moe_routing with both; leaves a dense model's prediction as it is.
@@ -45,4 +45,4 @@ std::string moe_routing_text(const Prediction& prediction);
 // "moe_routing": {reported, balanced: {...}, worst: {...}}, or null for a dense model.
 void add_moe_routing_json(const Prediction& prediction, nlohmann::ordered_json& json);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -6,7 +6,10 @@
 #include "advisor/report.h"
 #include "scenario/scenario_loader.h"
 
-using namespace oomcast::planner;
+using namespace oomcast::advisor;
+using oomcast::scenario::MoeImbalance;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::load_scenario;
 
 namespace {
 

@@ -9,7 +9,7 @@
 
 #include "advisor/byte_text.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 // A CUDA context with cuBLAS/cuDNN loaded takes a few hundred MiB; more than this outside the
@@ -224,4 +224,4 @@ nlohmann::json explanation_json(const OomExplanation& e) {
   return out;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -12,7 +12,7 @@
 
 #include "advisor/oom_message_reader.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // A pattern the numbers fit, with the numbers that say so.
 struct OomMessagePattern {
@@ -46,4 +46,4 @@ std::string render_explanation_text(const OomExplanation& explanation);
 //  "first_try", "record_snapshot"}
 nlohmann::json explanation_json(const OomExplanation& explanation);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

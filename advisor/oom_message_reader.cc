@@ -5,7 +5,7 @@
 #include <cmath>
 #include <regex>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 // format_size's output: "512 bytes", "1.50 KiB", "20.00 MiB", "4.50 GiB".
@@ -140,4 +140,4 @@ std::optional<OomMessageFigures> read_oom_message(const std::string& raw) {
   return std::nullopt;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

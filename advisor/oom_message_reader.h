@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 enum class OomMessageFormat {
   Cached,       // <= 1.4 or so: "...; F free; C cached)"
@@ -56,4 +56,4 @@ std::optional<uint64_t> parse_format_size(const std::string& number, const std::
 
 const char* format_name(OomMessageFormat format);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -12,7 +12,7 @@
 #include "sim/oom_message.h"
 
 using namespace oomcast;
-using namespace oomcast::planner;
+using namespace oomcast::advisor;
 
 namespace {
 

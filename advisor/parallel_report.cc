@@ -4,7 +4,11 @@
 
 #include <fmt/format.h>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::ModelStateBytes;
+using planner::OffloadCost;
+using planner::ParallelSummary;
 
 namespace {
 
@@ -83,4 +87,4 @@ void add_parallel_json(const Prediction& prediction, nlohmann::ordered_json& jso
                   : Json(nullptr)}};
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

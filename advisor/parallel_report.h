@@ -8,7 +8,7 @@
 
 #include "advisor/predict.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // Lines for the text report's header block; "" when the scenario has no parallel engine.
 std::string parallel_text(const Prediction& prediction);
@@ -17,4 +17,4 @@ std::string parallel_text(const Prediction& prediction);
 // warnings empty for single-process jobs, so scripts can read them unconditionally).
 void add_parallel_json(const Prediction& prediction, nlohmann::ordered_json& json);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

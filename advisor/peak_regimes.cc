@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 PeakRegimes peak_regimes(const Prediction& prediction) {
   PeakRegimes regimes;
@@ -20,4 +20,4 @@ std::string peak_regime_name(const PeakRegimes& regimes) {
   return regimes.step_sets_peak() ? "the optimizer step" : "forward/backward activations";
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -12,7 +12,7 @@
 
 #include "advisor/predict.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct PeakRegimes {
   uint64_t activations = 0;     // highest allocated in every phase but the optimizer step
@@ -26,4 +26,4 @@ PeakRegimes peak_regimes(const Prediction& prediction);
 // "the optimizer step" or "forward/backward activations": which regime sets the peak.
 std::string peak_regime_name(const PeakRegimes& regimes);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

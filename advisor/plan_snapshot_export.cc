@@ -3,7 +3,13 @@
 
 #include "base/input_error.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::EventInfo;
+using planner::PlannedTrace;
+using planner::category_name;
+using scenario::Scenario;
+
 namespace {
 
 const std::string& name_at(const PlannedTrace& planned, uint32_t index) {
@@ -36,4 +42,4 @@ sim::SnapshotExport export_plan_snapshot(const std::string& path, const Scenario
                               });
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

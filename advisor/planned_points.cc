@@ -5,7 +5,12 @@
 #include "advisor/steady_state.h"
 #include "planner/jobs/training_job.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::PlannedTrace;
+using planner::plan_steps;
+using scenario::CheckpointMode;
+using scenario::Scenario;
 
 bool PlannedPoints::shareable(const Scenario& scenario) {
   const bool auto_unresolved = scenario.checkpointing.mode == CheckpointMode::Auto && scenario.checkpointing.units.empty();
@@ -41,4 +46,4 @@ Prediction predict_sharing(const Scenario& scenario, PlannedPoints* points) {
   return predict_planned(scenario, *points->plan(scenario));
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

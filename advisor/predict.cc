@@ -13,7 +13,15 @@
 #include "advisor/steady_state.h"
 #include "sim/replay.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::EventInfo;
+using planner::PlannedTrace;
+using planner::TensorCategory;
+using planner::plan_steps;
+using scenario::CheckpointMode;
+using scenario::DeviceConfig;
+using scenario::Scenario;
 
 namespace {
 
@@ -256,4 +264,4 @@ Prediction predict(const Scenario& scenario) {
   return predict_planned(scenario, plan_steps(scenario));  // never settled: every iteration, within the work limit
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

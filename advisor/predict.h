@@ -14,9 +14,9 @@
 #include "planner/jobs/training_job.h"
 #include "sim/trace.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
-inline constexpr size_t kNumTensorCategories = static_cast<size_t>(TensorCategory::Communication) + 1;
+inline constexpr size_t kNumTensorCategories = static_cast<size_t>(planner::TensorCategory::Communication) + 1;
 
 // Where in the schedule an event happened, by name.
 struct ScheduleLocation {
@@ -25,7 +25,7 @@ struct ScheduleLocation {
   std::string phase;
   std::string op;
   std::string tensor;
-  TensorCategory category = TensorCategory::Activation;
+  planner::TensorCategory category = planner::TensorCategory::Activation;
 };
 
 // The allocator's state at one phase mark of the schedule.
@@ -51,7 +51,7 @@ struct SteadyStateNote {
 };
 
 struct Prediction {
-  Scenario scenario;
+  scenario::Scenario scenario;
   uint64_t parameters = 0;
   size_t events = 0;
   // True for the cpu device: every block is exactly its request and reserved == allocated
@@ -81,9 +81,9 @@ struct Prediction {
   sim::Bytes oom_requested_bytes = 0;
   // Data-parallel jobs: per-rank model states, host RAM of offloaded states (host_bytes),
   // NCCL buffers, offload cost and warnings about unmodelled keys (planner/parallel/).
-  ParallelSummary parallel;
+  planner::ParallelSummary parallel;
   SteadyStateNote steady_state;
-  StepTime step_time;                  // one optimizer step's duration on the device (planner/timing/step_time.h)
+  planner::StepTime step_time;                  // one optimizer step's duration on the device (planner/timing/step_time.h)
   // torch.cuda.memory_stats() at the end of the step's replay on the device (at the OOM when it
   // does not fit), flattened as PyTorch does; empty on the cpu device (no caching allocator).
   std::map<std::string, int64_t> memory_stats;
@@ -104,9 +104,9 @@ struct Prediction {
 // the model family cannot honour. A job of more than kPlanWholeUpToIterations iterations is
 // planned for a window and extrapolated once it reaches a steady state (steady_state.h),
 // so its cost does not grow with the iterations.
-Prediction predict(const Scenario& scenario);
+Prediction predict(const scenario::Scenario& scenario);
 
 // The same for a schedule already planned (search and what-if loops reuse one plan).
-Prediction predict_planned(const Scenario& scenario, const PlannedTrace& planned);
+Prediction predict_planned(const scenario::Scenario& scenario, const planner::PlannedTrace& planned);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -11,7 +11,16 @@
 #include "scenario/device_profiles.h"
 #include "scenario/scenario_loader.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::EventInfo;
+using planner::PlannedTrace;
+using planner::TensorCategory;
+using scenario::Scenario;
+using scenario::device_config_from_profile;
+using scenario::find_device_profile;
+using scenario::load_scenario;
+
 namespace {
 
 // A PlannedTrace written by hand: a parameter, an activation and a temporary, with marks.
@@ -167,4 +176,4 @@ TEST_CASE("the README's GPT-2 scenario fits and predicts well under a second", "
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

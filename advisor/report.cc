@@ -17,7 +17,21 @@
 #include "scenario/model_families.h"
 #include "scenario/scenario_loader.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::TensorCategory;
+using planner::category_name;
+using scenario::CheckpointMode;
+using scenario::JobKind;
+using scenario::JobSection;
+using scenario::KvCacheKind;
+using scenario::Scenario;
+using scenario::UnitCheckpoint;
+using scenario::attention_name;
+using scenario::checkpoint_mode_name;
+using scenario::optimizer_impl_name;
+using scenario::optimizer_type_name;
+using scenario::precision_name;
 
 namespace {
 
@@ -51,9 +65,9 @@ std::string header(const Prediction& prediction) {
   text += fmt::format("scenario  {}\n", s.source_path);
   text += fmt::format("model     {} ({} family, {} parameters)\n", s.model.name, s.model.family,
                       with_thousands(prediction.parameters));
-  bool has_attention = families::uses_attention_setting(s.model);
+  bool has_attention = scenario::families::uses_attention_setting(s.model);
   text += fmt::format("batch     {} x {} {}, grad_accum {}, {}{}, dropout {}\n", s.batch_size,
-                      families::is_vision(s.model) ? "image_size" : "seq_len", s.seq_len,
+                      scenario::families::is_vision(s.model) ? "image_size" : "seq_len", s.seq_len,
                       s.grad_accum_steps, precision_name(s.precision),
                       has_attention ? fmt::format(", {} attention", attention_name(s.attention)) : "", s.dropout);
   std::string checkpointing = checkpoint_mode_name(s.checkpointing.mode);
@@ -335,4 +349,4 @@ std::string render_json(const Prediction& prediction) {
   return json.dump(2) + "\n";
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

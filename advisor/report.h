@@ -6,7 +6,7 @@
 
 #include "advisor/predict.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // "fits with 61.02 GiB to spare" or "OOM: ..."; the first line of the text report's verdict.
 std::string verdict_line(const Prediction& prediction);
@@ -26,4 +26,4 @@ std::string render_text(const Prediction& prediction);
 // other_process_bytes}.
 std::string render_json(const Prediction& prediction);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

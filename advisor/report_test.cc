@@ -8,7 +8,13 @@
 #include "scenario/device_profiles.h"
 #include "scenario/graph_file.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::TensorCategory;
+using scenario::GraphFile;
+using scenario::device_config_from_profile;
+using scenario::find_device_profile;
+
 namespace {
 
 Prediction fitting_prediction() {
@@ -173,4 +179,4 @@ TEST_CASE("the JSON report of an OOM carries the message", "[planner][report]") 
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

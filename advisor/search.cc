@@ -21,7 +21,16 @@
 #include "advisor/predict.h"
 #include "planner/jobs/training_job.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::plan_steps;
+using scenario::GenerateConfig;
+using scenario::JobKind;
+using scenario::KvCacheKind;
+using scenario::ModelConfig;
+using scenario::Scenario;
+using scenario::ScenarioSource;
+using scenario::parallel_engine_name;
 
 namespace {
 
@@ -160,7 +169,7 @@ SearchParam parse_search_param(const std::string& name) {
 std::string search_param_key(SearchParam param, const Scenario& scenario) {
   switch (param) {
     case SearchParam::BatchSize: return "batch_size";
-    case SearchParam::SeqLen: return families::is_vision(scenario.model) ? "image_size" : "seq_len";
+    case SearchParam::SeqLen: return scenario::families::is_vision(scenario.model) ? "image_size" : "seq_len";
     case SearchParam::GradAccumSteps: return "grad_accum_steps";
     case SearchParam::PromptLen: return "job.prompt_len";
     case SearchParam::NewTokens: return "job.new_tokens";
@@ -175,9 +184,9 @@ int64_t parameter_limit(const Scenario& scenario, SearchParam param) {
     case SearchParam::PromptLen: return kMaxSeqLen;
     case SearchParam::NewTokens: return kMaxNewTokens;
     case SearchParam::SeqLen:
-      if (scenario.model.family == "vit") return families::default_sequence_length(scenario.model);
-      if (families::is_vision(scenario.model)) return kMaxImageSize;
-      if (has_learned_positions(scenario.model)) return families::dim(scenario.model, "max_positions");
+      if (scenario.model.family == "vit") return scenario::families::default_sequence_length(scenario.model);
+      if (scenario::families::is_vision(scenario.model)) return kMaxImageSize;
+      if (has_learned_positions(scenario.model)) return scenario::families::dim(scenario.model, "max_positions");
       return kMaxSeqLen;
   }
   return 1;
@@ -187,9 +196,9 @@ Scenario with_parameter(const Scenario& scenario, SearchParam param, int64_t val
   const std::string key = search_param_key(param, scenario);
   if (value < 1) throw bad_value(scenario, key, "'" + key + "' must be at least 1, got " + std::to_string(value));
   if (param == SearchParam::SeqLen && scenario.model.family == "vit" &&
-      value != families::default_sequence_length(scenario.model)) {
+      value != scenario::families::default_sequence_length(scenario.model)) {
     throw bad_value(scenario, key, "'image_size' is fixed by the ViT model (" +
-                                       std::to_string(families::default_sequence_length(scenario.model)) +
+                                       std::to_string(scenario::families::default_sequence_length(scenario.model)) +
                                        "); set model.image_size to change it");
   }
   int64_t limit = parameter_limit(scenario, param);
@@ -286,7 +295,7 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
                     : options.param == SearchParam::GradAccumSteps ? kDefaultMaxGradAccum
                                                                    : kDefaultMaxSeqLen;
   if (options.lengths) {
-    if (options.param != SearchParam::SeqLen || families::is_vision(original.model) || original.model.family == "mlp") {
+    if (options.param != SearchParam::SeqLen || scenario::families::is_vision(original.model) || original.model.family == "mlp") {
       throw InputError(SourceLocation{}, "--seq-len-distribution",
                        "--seq-len-distribution needs --param seq_len on a model with a sequence");
     }
@@ -421,4 +430,4 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
   return result;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -15,7 +15,7 @@
 #include "scenario/scenario_source.h"
 #include "advisor/work_pool.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // PromptLen and NewTokens: a generate job's job.prompt_len and job.new_tokens (its seq_len has
 // no effect, so searching it is refused).
@@ -26,27 +26,27 @@ enum class SearchParam { BatchSize, SeqLen, GradAccumSteps, PromptLen, NewTokens
 // Throws InputError with a did-you-mean for other names.
 SearchParam parse_search_param(const std::string& name);
 // The scenario key the parameter is written as: image_size for vision models.
-std::string search_param_key(SearchParam param, const Scenario& scenario);
+std::string search_param_key(SearchParam param, const scenario::Scenario& scenario);
 
 // The scenario with the parameter set to `value`, as `--set KEY=value` would give it: the
 // same bounds as the loader (batch_size ≤ 2^24, max_positions for learned position tables,
 // fixed image size for ViT). Editing the struct skips re-reading the YAML per value;
 // search_test checks that the two agree.
-Scenario with_parameter(const Scenario& scenario, SearchParam param, int64_t value);
+scenario::Scenario with_parameter(const scenario::Scenario& scenario, SearchParam param, int64_t value);
 
 // The largest value with_parameter accepts for this scenario.
-int64_t parameter_limit(const Scenario& scenario, SearchParam param);
+int64_t parameter_limit(const scenario::Scenario& scenario, SearchParam param);
 
 // Memory the allocator may reserve on the scenario's device (predict's usable_bytes).
-uint64_t usable_bytes_of(const Scenario& scenario);
+uint64_t usable_bytes_of(const scenario::Scenario& scenario);
 
 // The scenario on a device whose usable memory is (1 - margin) x the original: `margin` is
 // held back as memory used outside the allocator, so "fits" means the caching allocator
 // (with its free-cache-and-retry) never needs that margin.
-Scenario with_margin(const Scenario& scenario, double margin);
+scenario::Scenario with_margin(const scenario::Scenario& scenario, double margin);
 // The same with an absolute amount held back (`--margin 2GiB`); `margin_bytes` wins over the
 // fraction when it is not 0. Throws InputError when it leaves nothing usable.
-Scenario with_margin(const Scenario& scenario, double margin, uint64_t margin_bytes);
+scenario::Scenario with_margin(const scenario::Scenario& scenario, double margin, uint64_t margin_bytes);
 
 // One simulated value.
 struct Evaluation {
@@ -58,7 +58,7 @@ struct Evaluation {
 };
 
 // Plans and replays `scenario` (already carrying the margin) with the parameter at `value`.
-Evaluation evaluate_value(const Scenario& scenario, SearchParam param, int64_t value);
+Evaluation evaluate_value(const scenario::Scenario& scenario, SearchParam param, int64_t value);
 
 struct SearchOptions {
   SearchParam param = SearchParam::BatchSize;
@@ -109,7 +109,7 @@ struct SearchResult {
 };
 
 // Throws InputError for a bad scenario or option.
-SearchResult search_max_fitting(const ScenarioSource& source, const SearchOptions& options);
+SearchResult search_max_fitting(const scenario::ScenarioSource& source, const SearchOptions& options);
 
 // "5%" for a relative margin, "2.00 GiB" for an absolute one.
 std::string margin_text(double fraction, uint64_t margin_bytes);
@@ -121,4 +121,4 @@ std::string render_search_text(const SearchResult& result);
 //  a length distribution: length_risk.h), "seconds"}
 std::string render_search_json(const SearchResult& result);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

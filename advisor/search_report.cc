@@ -5,7 +5,7 @@
 #include "advisor/byte_text.h"
 #include "advisor/search.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 namespace {
 
@@ -113,4 +113,4 @@ std::string render_search_json(const SearchResult& r) {
   return json.dump(2) + "\n";
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -8,7 +8,12 @@
 #include "advisor/predict.h"
 #include "scenario/scenario_loader.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::Scenario;
+using scenario::ScenarioSource;
+using scenario::load_scenario_text;
+
 namespace {
 
 // gpt2-tiny on a 256 MiB GPU with no context and no cuBLAS workspaces.
@@ -189,4 +194,4 @@ TEST_CASE("An unknown search parameter is an input error with a suggestion") {
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -11,7 +11,7 @@
 #include "advisor/byte_text.h"
 #include "advisor/timeline_recorder.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 bool is_library_file(const std::string& filename) {
@@ -230,4 +230,4 @@ nlohmann::json analysis_json(const SnapshotAnalysis& analysis, size_t top) {
   return out;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

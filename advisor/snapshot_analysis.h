@@ -15,7 +15,7 @@
 #include "sim/snapshot.h"
 #include "sim/snapshot_replay.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct CallSite {
   std::string site;  // "benchmark.py:234 run_step": the user's frame; or the autograd node / aten op
@@ -59,4 +59,4 @@ std::string call_site_text(const CallSite& where);
 //  "categories": [{category, bytes, blocks}], "allocated_in_window": [...] (top rows)}
 nlohmann::json analysis_json(const SnapshotAnalysis& analysis, size_t top);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

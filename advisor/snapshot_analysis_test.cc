@@ -6,7 +6,7 @@
 
 #include "advisor/snapshot_diff.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 SnapshotFrameTable table_of(const std::vector<std::vector<CallFrame>>& entries) {
@@ -90,4 +90,4 @@ TEST_CASE("diff does not pair when a function has several candidate sites", "[ad
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

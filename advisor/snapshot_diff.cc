@@ -11,7 +11,7 @@
 
 #include "advisor/byte_text.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 using Key = std::pair<std::string, std::string>;
@@ -139,4 +139,4 @@ std::string render_diff_json(const SnapshotDiff& diff) {
   return out.dump(2) + "\n";
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -9,7 +9,7 @@
 
 #include "advisor/snapshot_analysis.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct SiteDiff {
   CallSite where;
@@ -36,4 +36,4 @@ std::string render_diff_text(const SnapshotDiff& diff, size_t top);
 //  allocs_a, allocs_b}]}
 std::string render_diff_json(const SnapshotDiff& diff);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

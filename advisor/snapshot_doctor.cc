@@ -14,7 +14,7 @@
 #include "sim/caching_allocator.h"
 #include "sim/size_class.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 // The device a limit of `usable` allocator bytes means, keeping what the given device holds
@@ -290,4 +290,4 @@ DoctorReport diagnose_snapshot(const std::string& name, const sim::Snapshot& sna
   return out;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

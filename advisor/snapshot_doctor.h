@@ -20,7 +20,7 @@
 #include "sim/snapshot.h"
 #include "sim/snapshot_replay.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct DoctorOptions {
   int device_index = 0;
@@ -129,4 +129,4 @@ nlohmann::json doctor_json(const DoctorReport& report);
 // peak, call sites) plus the doctor's tables.
 HtmlReport doctor_html_report(const DoctorReport& report, const sim::Snapshot& snapshot, const SnapshotFrameTable& frames);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -11,7 +11,7 @@
 #include "advisor/leak_judgement.h"
 #include "advisor/snapshot_doctor.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
@@ -275,4 +275,4 @@ std::vector<DoctorPattern> find_patterns(const DoctorReport& report, const sim::
   return out;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

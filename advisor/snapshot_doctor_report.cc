@@ -8,7 +8,7 @@
 #include "advisor/html_report_replay.h"
 #include "advisor/snapshot_doctor.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 std::string signed_bytes(int64_t bytes) { return (bytes >= 0 ? "+" : "") + byte_text(bytes); }
@@ -176,4 +176,4 @@ HtmlReport doctor_html_report(const DoctorReport& r, const sim::Snapshot& snapsh
   return page;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

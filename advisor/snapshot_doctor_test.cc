@@ -14,7 +14,7 @@
 #include "sim/snapshot_export.h"
 
 using namespace oomcast;
-using namespace oomcast::planner;
+using namespace oomcast::advisor;
 
 namespace {
 

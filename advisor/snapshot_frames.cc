@@ -4,7 +4,7 @@
 
 #include <utility>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 bool CallFrame::is_python() const { return filename.size() > 3 && filename.ends_with(".py"); }
 
@@ -27,4 +27,4 @@ SnapshotFrameTable read_snapshot_frames(const std::string& path, int device_inde
   return frame_table_of(std::move(sim::read_snapshot(path, {device_index}).frames));
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -9,7 +9,7 @@
 
 #include "sim/snapshot.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct CallFrame {
   std::string name;      // function
@@ -33,4 +33,4 @@ SnapshotFrameTable frame_table_of(sim::SnapshotFrames&& frames);
 // A caller that also needs the trace reads the snapshot once with frames instead.
 SnapshotFrameTable read_snapshot_frames(const std::string& path, int device_index);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

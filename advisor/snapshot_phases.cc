@@ -11,7 +11,7 @@
 
 #include "advisor/snapshot_analysis.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 bool names_validation(const std::string& name) {
@@ -137,4 +137,4 @@ RecordingTimeline split_recording(const sim::Trace& trace, const std::vector<int
   return out;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -11,7 +11,7 @@
 #include "advisor/snapshot_frames.h"
 #include "sim/trace.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 enum class StepPhase : uint8_t { Unknown, Setup, DataLoading, Forward, Backward, Optimizer, Validation, Other };
 
@@ -57,4 +57,4 @@ RecordingTimeline split_recording(const sim::Trace& trace, const std::vector<int
                                   const SnapshotFrameTable& frames, const std::vector<uint64_t>& allocated_after,
                                   uint64_t initial_allocated = 0);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -22,7 +22,11 @@
 #include "sim/caching_allocator.h"
 #include "sim/replay.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::EventInfo;
+using planner::PlannedTrace;
+using scenario::Scenario;
 
 namespace {
 
@@ -371,4 +375,4 @@ void extend_to_all_iterations(Prediction& prediction, const SteadyIteration& ste
   prediction.steady_state.iterations = iterations;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

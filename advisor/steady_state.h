@@ -23,7 +23,7 @@
 #include "sim/allocator_config.h"
 #include "sim/device_model.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // Jobs of up to this many iterations are planned and replayed whole, as before.
 inline constexpr int64_t kPlanWholeUpToIterations = 8;
@@ -53,18 +53,18 @@ struct SteadyIteration {
 
 // False for settings whose allocator state carries a clock (the garbage-collection age of
 // cached blocks), which never repeats exactly.
-bool steady_state_allowed(const Scenario& scenario);
+bool steady_state_allowed(const scenario::Scenario& scenario);
 
 // Replays `planned` on `device` and returns the first iteration whose end state and schedule
 // repeat those of the iteration `period` before it; failing that, when the last iterations'
 // schedules and surviving tensors repeat, an approximate steady state (exact = false);
 // otherwise nothing (or when the replay hit OOM first).
 // `hit_oom`, when given, is set when the replay stopped at an OOM.
-std::optional<SteadyIteration> find_steady_iteration(const PlannedTrace& planned, const sim::AllocatorConfig& config,
+std::optional<SteadyIteration> find_steady_iteration(const planner::PlannedTrace& planned, const sim::AllocatorConfig& config,
                                                      const sim::DeviceModel& device, bool* hit_oom = nullptr);
 
 // Makes a prediction over the planned iterations stand for all `iterations`: events counted, the steady iteration's phase rows repeated and renumbered,
 // and prediction.steady_state filled in so reports say what was extrapolated.
 void extend_to_all_iterations(Prediction& prediction, const SteadyIteration& steady, int64_t iterations);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

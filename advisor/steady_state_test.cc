@@ -10,7 +10,12 @@
 #include "planner/jobs/training_job.h"
 #include "scenario/scenario_loader.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::plan_steps;
+using scenario::Scenario;
+using scenario::load_scenario_text;
+
 namespace {
 
 Prediction every_iteration(const Scenario& scenario) { return predict_planned(scenario, plan_steps(scenario)); }
@@ -116,4 +121,4 @@ TEST_CASE("A short job is planned whole, as before", "[hostile]") {
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

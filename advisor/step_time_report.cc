@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::StepTime;
 
 std::string seconds_text(double seconds) {
   if (seconds >= 1.0) return fmt::format("{:.2f} s", seconds);
@@ -95,4 +97,4 @@ void add_step_time_json(const Prediction& prediction, nlohmann::ordered_json& js
   json["step_time"] = step_time_json(prediction.step_time);
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -9,7 +9,7 @@
 #include "advisor/predict.h"
 #include "planner/timing/step_time.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // "step time  1.23 s ..." lines for the text report, ending with a newline.
 std::string step_time_text(const Prediction& prediction);
@@ -24,9 +24,9 @@ std::string step_time_text(const Prediction& prediction);
 void add_step_time_json(const Prediction& prediction, nlohmann::ordered_json& json);
 
 // The same object for a StepTime alone (whatif rows reuse it).
-nlohmann::ordered_json step_time_json(const StepTime& time);
+nlohmann::ordered_json step_time_json(const planner::StepTime& time);
 
 // "1.23 s" / "45.6 ms" / "789 µs".
 std::string seconds_text(double seconds);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -20,7 +20,9 @@
 #include "advisor/planned_points.h"
 #include "advisor/predict.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::ScenarioSource;
 
 namespace {
 
@@ -287,4 +289,4 @@ std::string render_sweep_json(const SweepResult& result) {
   return json.dump(2) + "\n";
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -11,7 +11,7 @@
 #include "scenario/scenario_source.h"
 #include "advisor/work_pool.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct GridAxis {
   std::string key;                  // a dotted scenario key, as --set takes it
@@ -56,7 +56,7 @@ size_t combination_count(const std::vector<GridAxis>& axes);
 // Throws InputError for a grid with no combinations or more than kMaxSweepCombinations, an
 // axis key the scenario does not know, and when every combination was rejected; any other
 // bad combination is a row.
-SweepResult run_sweep(const ScenarioSource& source, const std::vector<GridAxis>& axes, const SweepOptions& options);
+SweepResult run_sweep(const scenario::ScenarioSource& source, const std::vector<GridAxis>& axes, const SweepOptions& options);
 
 std::string render_sweep_text(const SweepResult& result);
 // Header: the axis keys, then valid, fits, peak_allocated_bytes, peak_reserved_bytes,
@@ -67,4 +67,4 @@ std::string render_sweep_csv(const SweepResult& result);
 //  "jobs", "seconds"}
 std::string render_sweep_json(const SweepResult& result);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

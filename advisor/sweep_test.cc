@@ -8,7 +8,11 @@
 #include "advisor/predict.h"
 #include "scenario/scenario_loader.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::ScenarioSource;
+using scenario::load_scenario_text;
+
 namespace {
 
 const char* kTinyGpt2 = R"(
@@ -79,4 +83,4 @@ TEST_CASE("A sweep gives the same rows on one thread and on several, and reports
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -10,7 +10,7 @@
 
 #include "advisor/byte_text.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 // A cpu device without a capacity has a usable size far beyond any schedule; no limit then.
@@ -85,4 +85,4 @@ std::string terminal_timeline(const Prediction& prediction, const TerminalTimeli
   return text;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

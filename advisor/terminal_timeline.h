@@ -8,7 +8,7 @@
 
 #include "advisor/predict.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 struct TerminalTimelineOptions {
   size_t bar_width = 40;   // characters between the start and the full scale
@@ -18,4 +18,4 @@ struct TerminalTimelineOptions {
 // The timeline block, ending with a newline; empty when the prediction has no phases.
 std::string terminal_timeline(const Prediction& prediction, const TerminalTimelineOptions& options = {});
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -5,7 +5,7 @@
 
 #include <sstream>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 namespace {
 
 constexpr sim::Bytes kGiB = 1ull << 30;
@@ -87,4 +87,4 @@ TEST_CASE("a prediction without phases has no timeline", "[advisor][timeline]") 
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

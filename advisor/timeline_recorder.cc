@@ -8,7 +8,7 @@
 
 #include "sim/caching_allocator.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 const char* segment_piece_state_name(SegmentPieceState state) {
   switch (state) {
@@ -131,4 +131,4 @@ TimelineRecording TimelineRecorder::finish(size_t max_pieces) {
   return recording;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

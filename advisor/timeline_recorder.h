@@ -13,7 +13,7 @@
 #include "sim/replay.h"
 #include "sim/trace.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // A run of consecutive events drawn as one x position.
 struct TimelineBucket {
@@ -81,4 +81,4 @@ class TimelineRecorder {
   std::vector<uint32_t> alloc_event_of_slot_;  // the event that last allocated each slot
 };
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -15,7 +15,12 @@
 #include "base/progress.h"
 #include "planner/jobs/training_job.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::PlannedTrace;
+using planner::plan_steps;
+using scenario::Scenario;
+using scenario::ScenarioSource;
 
 Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options) {
   auto start = std::chrono::steady_clock::now();
@@ -200,4 +205,4 @@ std::string render_whatif_json(const Diagnosis& d) {
   return json.dump(2) + "\n";
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

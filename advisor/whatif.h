@@ -16,7 +16,7 @@
 #include "scenario/scenario_source.h"
 #include "advisor/work_pool.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // One recognised pattern.
 struct OomPattern {
@@ -95,21 +95,21 @@ struct DiagnoseOptions {
 };
 
 // Throws InputError when the scenario itself is invalid; a fix the rules reject is a row.
-Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options = {});
+Diagnosis diagnose(const scenario::ScenarioSource& source, const DiagnoseOptions& options = {});
 
 // Pattern detection alone (whatif_patterns.cc), given the scenario's own prediction.
 // `leak`, when given, receives the scenario's own growth outlook (none when it does not grow).
 // `points`, when given, holds the scenario's schedules by (batch, seq_len): the variants that
 // change only those reuse them and keep theirs there (for the closed-form fit).
-std::vector<OomPattern> detect_patterns(const ScenarioSource& source, const Scenario& scenario,
+std::vector<OomPattern> detect_patterns(const scenario::ScenarioSource& source, const scenario::Scenario& scenario,
                                         const Prediction& baseline, size_t jobs,
                                         std::optional<LeakOutlook>* leak = nullptr, PlannedPoints* points = nullptr);
 // The fixes that apply to `scenario` (whatif_fixes.cc), simulated, unranked.
-std::vector<FixOutcome> simulate_fixes(const ScenarioSource& source, const Scenario& scenario,
-                                       const Prediction& baseline, const PlannedTrace& baseline_plan, size_t jobs);
+std::vector<FixOutcome> simulate_fixes(const scenario::ScenarioSource& source, const scenario::Scenario& scenario,
+                                       const Prediction& baseline, const planner::PlannedTrace& baseline_plan, size_t jobs);
 
 // The recommendation (whatif_recommend.cc): combinations of the simulated fixes, then GPU counts.
-void recommend(const ScenarioSource& source, const Scenario& scenario, Diagnosis& diagnosis, size_t jobs);
+void recommend(const scenario::ScenarioSource& source, const scenario::Scenario& scenario, Diagnosis& diagnosis, size_t jobs);
 
 std::string render_whatif_text(const Diagnosis& diagnosis);
 // {"scenario", "fits" (and does not grow), "fits_simulated_iterations", "growth": {bytes_per_iteration,
@@ -122,4 +122,4 @@ std::string render_whatif_text(const Diagnosis& diagnosis);
 //  fits, world_size, sharding} or null, "recommendation_notes", "fit", "seconds"}
 std::string render_whatif_json(const Diagnosis& diagnosis);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

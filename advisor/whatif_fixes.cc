@@ -13,7 +13,22 @@
 #include "planner/jobs/training_job.h"
 #include "advisor/whatif.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::PlannedTrace;
+using scenario::AttentionImpl;
+using scenario::CheckpointMode;
+using scenario::FsdpSharding;
+using scenario::JobKind;
+using scenario::ModelConfig;
+using scenario::OffloadDevice;
+using scenario::OptimizerType;
+using scenario::ParallelConfig;
+using scenario::ParallelEngine;
+using scenario::Precision;
+using scenario::Scenario;
+using scenario::ScenarioSource;
+using scenario::ZeroConfig;
 
 namespace {
 
@@ -248,4 +263,4 @@ std::vector<FixOutcome> simulate_fixes(const ScenarioSource& source, const Scena
   return fixes;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -19,7 +19,13 @@
 #include "planner/jobs/training_job.h"
 #include "advisor/whatif.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::TensorCategory;
+using scenario::ModelConfig;
+using scenario::Scenario;
+using scenario::ScenarioSource;
+using scenario::attention_name;
 
 namespace {
 
@@ -37,7 +43,7 @@ uint64_t category_bytes(const Prediction& p, TensorCategory category) {
   return p.breakdown[static_cast<size_t>(category)];
 }
 
-bool has_sequence(const ModelConfig& model) { return !families::is_vision(model) && model.family != "mlp"; }
+bool has_sequence(const ModelConfig& model) { return !scenario::families::is_vision(model) && model.family != "mlp"; }
 
 uint64_t eval_peak(const Prediction& p) {
   uint64_t peak = 0;
@@ -202,4 +208,4 @@ std::vector<OomPattern> detect_patterns(const ScenarioSource& source, const Scen
   return patterns;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -12,7 +12,12 @@
 #include "advisor/whatif.h"
 #include "base/input_error.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::JobKind;
+using scenario::Scenario;
+using scenario::ScenarioSource;
+using scenario::parallel_engine_name;
 
 namespace {
 
@@ -192,4 +197,4 @@ void recommend(const ScenarioSource& source, const Scenario& scenario, Diagnosis
       scenario.parallel.enabled() ? "the scenario's sharding" : "FSDP FULL_SHARD or DeepSpeed ZeRO-2/3"));
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

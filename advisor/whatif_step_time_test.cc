@@ -6,7 +6,10 @@
 #include "advisor/whatif.h"
 #include "scenario/scenario_source.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::ScenarioSource;
+
 namespace {
 
 const std::string kScenarios = std::string(OOMCAST_SOURCE_DIR) + "/scenarios/";
@@ -97,4 +100,4 @@ TEST_CASE("The whatif JSON carries the step-time fields of every fix") {
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -9,7 +9,10 @@
 
 #include "scenario/scenario_source.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using scenario::ScenarioSource;
+
 namespace {
 
 const std::string kScenarios = std::string(OOMCAST_SOURCE_DIR) + "/scenarios/";
@@ -142,4 +145,4 @@ TEST_CASE("The allocator setting is recommended when it alone makes the step fit
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

@@ -13,7 +13,13 @@
 #include "scenario/scenario_loader.h"
 #include "sim/work_counters.h"
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
+
+using planner::plan_steps;
+using scenario::Scenario;
+using scenario::ScenarioSource;
+using scenario::load_scenario;
+
 namespace {
 
 const std::string kScenarios = std::string(OOMCAST_SOURCE_DIR) + "/scenarios/";
@@ -116,4 +122,4 @@ TEST_CASE("predicting a checkpointing: auto job plans nothing beyond what choosi
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

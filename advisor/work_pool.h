@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-namespace oomcast::planner {
+namespace oomcast::advisor {
 
 // The default worker count: every hardware thread, at least one.
 inline size_t default_jobs() { return std::max<size_t>(1, std::thread::hardware_concurrency()); }
@@ -47,4 +47,4 @@ void run_indexed(size_t count, size_t jobs, Fn&& fn) {
   if (error) std::rethrow_exception(error);
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::advisor

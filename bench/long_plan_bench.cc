@@ -35,9 +35,9 @@ Run measure(const std::string& scenario_path, int iterations) {
   pid_t child = fork();
   if (child == 0) {
     close(fds[0]);
-    planner::Scenario scenario =
-        planner::load_scenario(scenario_path, {"iterations=" + std::to_string(iterations)});
-    planner::Prediction prediction = planner::predict(scenario);
+    scenario::Scenario scenario =
+        scenario::load_scenario(scenario_path, {"iterations=" + std::to_string(iterations)});
+    advisor::Prediction prediction = advisor::predict(scenario);
     std::string answer = std::to_string(prediction.peak_reserved_bytes) + " " +
                          (prediction.steady_state.extrapolated ? "1" : "0");
     if (write(fds[1], answer.data(), answer.size()) < 0) _exit(3);

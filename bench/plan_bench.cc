@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   std::string yaml = "model: llama-2-70b\nbatch_size: 1\nseq_len: 4096\nprecision: amp_bf16\n"
                      "iterations: " + std::to_string(iterations) +
                      "\ndevice: {total_gib: 4096, compute_capability: 9.0}\n";
-  planner::Scenario scenario = planner::load_scenario_text(yaml, "plan_bench.yaml", {});
+  scenario::Scenario scenario = scenario::load_scenario_text(yaml, "plan_bench.yaml", {});
   double best_plan = 1e18, best_replay = 1e18, best_predict = 1e18;
   size_t events = 0;
   for (int round = 0; round < 5; ++round) {
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     if (result.oom) std::abort();
 
     start = std::chrono::steady_clock::now();
-    planner::Prediction prediction = planner::predict(scenario);
+    advisor::Prediction prediction = advisor::predict(scenario);
     best_predict = std::min(best_predict, milliseconds_since(start));
     if (!prediction.fits) std::abort();
   }

@@ -43,7 +43,7 @@ std::string write_70b_graph() {
 }
 
 // The one step that differs between the two: writing the forward into a GraphBuilder.
-double build_ms(const planner::Scenario& scenario) {
+double build_ms(const scenario::Scenario& scenario) {
   planner::BuildContext context;
   context.precision = planner::precision_rules(scenario.precision);
   context.attention = scenario.attention;
@@ -84,10 +84,10 @@ int main(int argc, char** argv) {
   uint64_t parameters_preset = 0, parameters_graph = 0;
   for (int round = 0; round < 9; ++round) {
     auto start = std::chrono::steady_clock::now();
-    planner::Scenario preset = planner::load_scenario_text(preset_yaml, "preset.yaml", {});
+    scenario::Scenario preset = scenario::load_scenario_text(preset_yaml, "preset.yaml", {});
     load_preset = std::min(load_preset, milliseconds_since(start));
     start = std::chrono::steady_clock::now();
-    planner::Scenario graph = planner::load_scenario_text(graph_yaml, "graph.yaml", {});
+    scenario::Scenario graph = scenario::load_scenario_text(graph_yaml, "graph.yaml", {});
     load_graph = std::min(load_graph, milliseconds_since(start));
 
     build_preset = std::min(build_preset, build_ms(preset));

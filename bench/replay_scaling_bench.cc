@@ -32,7 +32,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 sim::Trace planned_trace(int layers) {
   const std::string path = std::string(OOMCAST_SOURCE_DIR) + "/scenarios/gpt2-small-b8-amp-bf16.yaml";
-  planner::Scenario scenario = planner::load_scenario(path, {"model.layers=" + std::to_string(layers)});
+  scenario::Scenario scenario = scenario::load_scenario(path, {"model.layers=" + std::to_string(layers)});
   return planner::plan_steps(scenario).trace;
 }
 

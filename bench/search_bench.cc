@@ -16,39 +16,39 @@
 using namespace oomcast;
 
 int main(int argc, char** argv) {
-  size_t jobs = argc > 1 ? static_cast<size_t>(std::atoi(argv[1])) : planner::default_jobs();
+  size_t jobs = argc > 1 ? static_cast<size_t>(std::atoi(argv[1])) : advisor::default_jobs();
   const std::string scenarios = std::string(OOMCAST_SOURCE_DIR) + "/scenarios/";
 
-  planner::SearchOptions search_options;
+  advisor::SearchOptions search_options;
   search_options.max_value = 4096;
   search_options.jobs = jobs;
   double best_search = 1e18;
-  planner::SearchResult search;
+  advisor::SearchResult search;
   for (int round = 0; round < 3; ++round) {
-    search = planner::search_max_fitting(
-        planner::ScenarioSource::file(scenarios + "llama-2-7b-full-ckpt-bf16-h200.yaml"), search_options);
+    search = advisor::search_max_fitting(
+        scenario::ScenarioSource::file(scenarios + "llama-2-7b-full-ckpt-bf16-h200.yaml"), search_options);
     best_search = std::min(best_search, search.seconds);
   }
 
-  planner::GlobalBatchOptions global_options;
+  advisor::GlobalBatchOptions global_options;
   global_options.global_batch = 1024;
   global_options.jobs = jobs;
   double best_global = 1e18;
-  planner::GlobalBatchResult global;
+  advisor::GlobalBatchResult global;
   for (int round = 0; round < 3; ++round) {
-    global = planner::search_keep_global_batch(
-        planner::ScenarioSource::file(scenarios + "llama-2-7b-full-ckpt-bf16-h200.yaml"), global_options);
+    global = advisor::search_keep_global_batch(
+        scenario::ScenarioSource::file(scenarios + "llama-2-7b-full-ckpt-bf16-h200.yaml"), global_options);
     best_global = std::min(best_global, global.seconds);
   }
 
   // 25 batch sizes x 5 sequence lengths x 2 precisions x 2 checkpointing x 2 allocator modes.
-  auto axes = planner::parse_grid(
+  auto axes = advisor::parse_grid(
       "batch_size=1..25 seq_len=64,128,256,512,1024 precision=amp_fp16,amp_bf16 checkpointing=none,full "
       "allocator.expandable_segments=false,true");
-  planner::SweepOptions sweep_options;
+  advisor::SweepOptions sweep_options;
   sweep_options.jobs = jobs;
-  planner::SweepResult sweep =
-      planner::run_sweep(planner::ScenarioSource::file(scenarios + "gpt2-small-b8-amp-bf16.yaml"), axes, sweep_options);
+  advisor::SweepResult sweep =
+      advisor::run_sweep(scenario::ScenarioSource::file(scenarios + "gpt2-small-b8-amp-bf16.yaml"), axes, sweep_options);
 
   std::printf(
       "{\"jobs\": %zu, \"search_model\": \"llama-2-7b\", \"search_range\": [1, 4096], \"search_max_fitting\": %lld, "

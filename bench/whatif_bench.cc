@@ -17,14 +17,14 @@ using namespace oomcast;
 namespace {
 
 // Also counts one diagnosis's work (plans built, replays, events replayed) in `work`.
-double best_of_three(const planner::ScenarioSource& source, size_t jobs, planner::Diagnosis* last,
+double best_of_three(const scenario::ScenarioSource& source, size_t jobs, advisor::Diagnosis* last,
                      sim::WorkCounters* work) {
-  planner::DiagnoseOptions options;
+  advisor::DiagnoseOptions options;
   options.jobs = jobs;
   double best = 1e18;
   for (int round = 0; round < 3; ++round) {
     const sim::WorkCounters before = sim::work_counters();
-    *last = planner::diagnose(source, options);
+    *last = advisor::diagnose(source, options);
     *work = sim::work_counters().since(before);
     best = std::min(best, last->seconds);
   }
@@ -39,14 +39,14 @@ std::string json_of(const sim::WorkCounters& work) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  size_t jobs = argc > 1 ? static_cast<size_t>(std::atoi(argv[1])) : planner::default_jobs();
+  size_t jobs = argc > 1 ? static_cast<size_t>(std::atoi(argv[1])) : advisor::default_jobs();
   const std::string scenario = std::string(OOMCAST_SOURCE_DIR) + "/scenarios/llama-2-70b-zero3-offload.yaml";
-  planner::Diagnosis as_written;
+  advisor::Diagnosis as_written;
   sim::WorkCounters as_written_work, squeezed_work;
   const double as_written_seconds =
-      best_of_three(planner::ScenarioSource::file(scenario), jobs, &as_written, &as_written_work);
-  planner::Diagnosis squeezed;
-  const double squeezed_seconds = best_of_three(planner::ScenarioSource::file(scenario, {"device.total_gib=9"}), jobs,
+      best_of_three(scenario::ScenarioSource::file(scenario), jobs, &as_written, &as_written_work);
+  advisor::Diagnosis squeezed;
+  const double squeezed_seconds = best_of_three(scenario::ScenarioSource::file(scenario, {"device.total_gib=9"}), jobs,
                                                 &squeezed, &squeezed_work);
   std::printf(
       "{\"jobs\": %zu, \"model\": \"llama-2-70b\", \"engine\": \"deepspeed zero-3\", \"fixes\": %zu, "

@@ -48,7 +48,7 @@ double parse_tolerance(const std::string& text) {
 
 std::string percent(double fraction) { return fmt::format("{:+.2f}%", fraction * 100.0); }
 
-nlohmann::json comparison_json(const planner::Comparison& c) {
+nlohmann::json comparison_json(const advisor::Comparison& c) {
   nlohmann::json out;
   out["tolerance"] = c.tolerance;
   out["real_peak_bytes"] = c.real_peak_bytes;
@@ -73,14 +73,14 @@ nlohmann::json comparison_json(const planner::Comparison& c) {
     out["divergence"] = {{"phase", d.phase}, {"op", d.op}, {"tensor", d.tensor},
                          {"predicted_event", d.predicted_event}, {"real_event", d.real_event},
                          {"predicted_live_bytes", d.predicted_live_bytes}, {"real_live_bytes", d.real_live_bytes},
-                         {"method", planner::kDivergenceMethod}};
+                         {"method", advisor::kDivergenceMethod}};
   } else {
     out["divergence"] = nullptr;
   }
   return out;
 }
 
-void print_text(const CompareFlags& flags, const planner::Comparison& c) {
+void print_text(const CompareFlags& flags, const advisor::Comparison& c) {
   fmt::print("compare {} with the capture {}\n", flags.scenario, flags.capture);
   fmt::print("  overall peak: real {} B, predicted {} B ({})\n", c.real_peak_bytes, c.predicted_peak_bytes,
              percent(c.real_peak_bytes ? (static_cast<double>(c.predicted_peak_bytes) - c.real_peak_bytes) / c.real_peak_bytes : 0.0));
@@ -115,10 +115,10 @@ int run_compare(const CompareFlags& flags) {
   double tolerance = parse_tolerance(flags.tolerance);
   std::vector<std::string> overrides = flags.overrides;
   overrides.push_back("device=cpu");  // exact live-tensor accounting, as the capture counts
-  planner::Scenario scenario = planner::load_scenario(flags.scenario, overrides);
+  scenario::Scenario scenario = scenario::load_scenario(flags.scenario, overrides);
   planner::PlannedTrace planned = planner::plan_steps(scenario);
   sim::Trace capture = sim::read_trace_file(flags.capture);
-  planner::Comparison comparison = planner::compare_capture(planned, capture, tolerance);
+  advisor::Comparison comparison = advisor::compare_capture(planned, capture, tolerance);
   if (flags.json) {
     std::string text = comparison_json(comparison).dump(2) + "\n";
     std::fwrite(text.data(), 1, text.size(), stdout);

@@ -21,20 +21,20 @@ struct DiffFlags {
   bool json = false;
 };
 
-planner::SnapshotAnalysis analyze(const std::string& path, int device_index) {
+advisor::SnapshotAnalysis analyze(const std::string& path, int device_index) {
   if (!sim::looks_like_snapshot_path(path))
     throw InputError({path, 0, 0, -1}, "diff", "diff compares snapshot pickles (.pickle or .pickle.gz)");
   sim::Snapshot snapshot = sim::read_snapshot(path, {device_index});  // frames in the same pass
   sim::AllocatorConfig config = sim::snapshot_allocator_config(snapshot);
   sim::SnapshotReplayReport report = sim::replay_snapshot(snapshot, config, path, device_index);
-  planner::SnapshotFrameTable frames = planner::frame_table_of(std::move(snapshot.frames));
-  return planner::analyze_snapshot(path, snapshot, config, device_index, report, frames);
+  advisor::SnapshotFrameTable frames = advisor::frame_table_of(std::move(snapshot.frames));
+  return advisor::analyze_snapshot(path, snapshot, config, device_index, report, frames);
 }
 
 int run_diff(const DiffFlags& flags) {
-  planner::SnapshotDiff diff =
-      planner::diff_snapshots(analyze(flags.a, flags.device_index), analyze(flags.b, flags.device_index));
-  std::string text = flags.json ? planner::render_diff_json(diff) : planner::render_diff_text(diff, flags.top);
+  advisor::SnapshotDiff diff =
+      advisor::diff_snapshots(analyze(flags.a, flags.device_index), analyze(flags.b, flags.device_index));
+  std::string text = flags.json ? advisor::render_diff_json(diff) : advisor::render_diff_text(diff, flags.top);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }

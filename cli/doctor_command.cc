@@ -31,7 +31,7 @@ int run_doctor(const DoctorFlags& flags) {
     throw InputError({flags.file, 0, 0, -1}, "doctor",
                      "doctor reads a torch.cuda.memory._dump_snapshot() pickle (.pickle or .pickle.gz); for an OOM "
                      "message use `oomcast explain`");
-  planner::DoctorOptions options;
+  advisor::DoctorOptions options;
   options.device_index = flags.device_index;
   options.simulate_fixes = !flags.no_fixes;
   if (!flags.device_memory.empty()) {
@@ -45,10 +45,10 @@ int run_doctor(const DoctorFlags& flags) {
   refuse_clobbering_outputs({{"--html", flags.html}}, {flags.file});
   // One pass over the file: the frames for the call sites come with the trace.
   sim::Snapshot snapshot = sim::read_snapshot(flags.file, {flags.device_index});
-  planner::SnapshotFrameTable frames = planner::frame_table_of(std::move(snapshot.frames));
-  planner::DoctorReport report = planner::diagnose_snapshot(flags.file, snapshot, frames, options);
-  if (!flags.html.empty()) planner::write_html_report(planner::doctor_html_report(report, snapshot, frames), flags.html);
-  std::string out = flags.json ? planner::doctor_json(report).dump(2) + "\n" : planner::render_doctor_text(report);
+  advisor::SnapshotFrameTable frames = advisor::frame_table_of(std::move(snapshot.frames));
+  advisor::DoctorReport report = advisor::diagnose_snapshot(flags.file, snapshot, frames, options);
+  if (!flags.html.empty()) advisor::write_html_report(advisor::doctor_html_report(report, snapshot, frames), flags.html);
+  std::string out = flags.json ? advisor::doctor_json(report).dump(2) + "\n" : advisor::render_doctor_text(report);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return report.failure ? 1 : 0;
 }

@@ -19,7 +19,7 @@ std::vector<std::string> with_environment_alloc_conf(const std::string& path, st
   std::optional<std::string> conf = environment_alloc_conf();
   if (!conf) return overrides;
   try {
-    if (!planner::load_scenario(path, overrides).allocator.source_text.empty()) {
+    if (!scenario::load_scenario(path, overrides).allocator.source_text.empty()) {
       std::fprintf(stderr, "note: PYTORCH_CUDA_ALLOC_CONF=%s in the environment is not used: the scenario sets "
                            "its own allocator configuration\n", conf->c_str());
       return overrides;

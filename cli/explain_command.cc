@@ -41,14 +41,14 @@ std::pair<std::string, std::string> message_text(const std::string& argument) {
 
 int run_explain(const ExplainFlags& flags) {
   auto [text, name] = message_text(flags.message);
-  std::optional<planner::OomMessageFigures> figures = planner::read_oom_message(text);
+  std::optional<advisor::OomMessageFigures> figures = advisor::read_oom_message(text);
   if (!figures)
     throw InputError({name, 0, 0, -1}, "explain",
                      "no PyTorch 'CUDA out of memory. Tried to allocate ...' message in the text (errors such as "
                      "'CUDA error: out of memory' come from outside the caching allocator and carry no numbers)");
-  planner::OomExplanation explanation = planner::explain_oom_message(*figures);
-  std::string out = flags.json ? planner::explanation_json(explanation).dump(2) + "\n"
-                               : planner::render_explanation_text(explanation);
+  advisor::OomExplanation explanation = advisor::explain_oom_message(*figures);
+  std::string out = flags.json ? advisor::explanation_json(explanation).dump(2) + "\n"
+                               : advisor::render_explanation_text(explanation);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }

@@ -27,8 +27,8 @@ struct ExportGraphFlags {
 };
 
 int run_export_graph(const ExportGraphFlags& flags) {
-  planner::Scenario scenario =
-      planner::load_scenario(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
+  scenario::Scenario scenario =
+      scenario::load_scenario(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
   const std::string name = flags.name.empty() ? scenario.model.name + "-export" : flags.name;
   const std::string text = planner::export_scenario_graph(scenario, name);
   if (flags.output.empty() || flags.output == "-") {

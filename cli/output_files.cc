@@ -27,7 +27,7 @@ bool same_file(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-std::vector<std::string> scenario_input_files(const planner::Scenario& scenario) {
+std::vector<std::string> scenario_input_files(const scenario::Scenario& scenario) {
   std::vector<std::string> inputs = {scenario.source_path, scenario.model.source};
   if (!scenario.parallel.deepspeed.config_file.empty()) {
     std::filesystem::path config = scenario.parallel.deepspeed.config_file;

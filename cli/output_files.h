@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 struct Scenario;
 }
 
@@ -20,7 +20,7 @@ struct OutputFile {
 
 // The files a scenario was read from: the YAML, the model's source (config.json or graph file)
 // and a DeepSpeed config.
-std::vector<std::string> scenario_input_files(const planner::Scenario& scenario);
+std::vector<std::string> scenario_input_files(const scenario::Scenario& scenario);
 
 // Throws InputError (naming the flag) when an output is one of `inputs`, or when two outputs
 // name one file. Paths are compared as files (hard links, symlinks, ./a and a are one file),

@@ -35,11 +35,11 @@ struct PlanFlags {
 };
 
 int run_plan(const PlanFlags& flags) {
-  planner::Scenario scenario =
-      planner::load_scenario(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
-  planner::Prediction prediction;
+  scenario::Scenario scenario =
+      scenario::load_scenario(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
+  advisor::Prediction prediction;
   if (flags.emit_trace.empty() && flags.html.empty() && flags.export_snapshot.empty()) {
-    prediction = planner::predict(scenario);  // long jobs: a steady-state window, not every iteration
+    prediction = advisor::predict(scenario);  // long jobs: a steady-state window, not every iteration
   } else {
     // The trace file, the HTML timeline and the snapshot need every event: the whole schedule is planned.
     refuse_clobbering_outputs(
@@ -60,12 +60,12 @@ int run_plan(const PlanFlags& flags) {
                          std::string("writing the trace file failed: ") + std::strerror(errno ? errno : EIO));
       }
     }
-    prediction = planner::predict_planned(scenario, planned);
+    prediction = advisor::predict_planned(scenario, planned);
     if (!flags.html.empty()) write_html_report(plan_html_report(scenario, planned, prediction), flags.html);
-    if (!flags.export_snapshot.empty()) planner::export_plan_snapshot(flags.export_snapshot, scenario, planned);
+    if (!flags.export_snapshot.empty()) advisor::export_plan_snapshot(flags.export_snapshot, scenario, planned);
   }
-  planner::add_moe_routing_cases(prediction);
-  std::string text = flags.json ? planner::render_json(prediction) : planner::render_text(prediction);
+  advisor::add_moe_routing_cases(prediction);
+  std::string text = flags.json ? advisor::render_json(prediction) : advisor::render_text(prediction);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return prediction.fits ? 0 : 1;
 }

@@ -187,18 +187,18 @@ int run_replay(const ReplayFlags& flags) {
     // job would have died before the window began.
     const bool starts_over = bounded && report.initial_reserved_bytes > device.usable_bytes();
     bool reproduced = !report.first_mismatch;
-    planner::SnapshotFrameTable frames = planner::frame_table_of(std::move(snapshot.frames));
+    advisor::SnapshotFrameTable frames = advisor::frame_table_of(std::move(snapshot.frames));
     // The call-site tables describe the recorded run: on a smaller device the simulated run
     // skips what failed, so its peak is not the one the recorded live bytes add up to.
     std::optional<sim::SnapshotReplayReport> recorded_run;
     if (bounded) recorded_run = sim::replay_snapshot(snapshot, config, flags.file, flags.device_index);
-    planner::SnapshotAnalysis analysis = planner::analyze_snapshot(flags.file, snapshot, config, flags.device_index,
+    advisor::SnapshotAnalysis analysis = advisor::analyze_snapshot(flags.file, snapshot, config, flags.device_index,
                                                                    recorded_run ? *recorded_run : report, frames);
     if (!flags.html.empty()) {
-      planner::HtmlReport page = planner::snapshot_html_report(
+      advisor::HtmlReport page = advisor::snapshot_html_report(
           flags.file, snapshot, config, flags.device_index, report,
-          [&frames](int64_t entry) { return planner::call_site_text(planner::call_site_of(frames, entry)); });
-      planner::add_snapshot_analysis(page, analysis, 20);
+          [&frames](int64_t entry) { return advisor::call_site_text(advisor::call_site_of(frames, entry)); });
+      advisor::add_snapshot_analysis(page, analysis, 20);
       write_html_report(page, flags.html);
     }
     if (flags.json) {
@@ -226,7 +226,7 @@ int run_replay(const ReplayFlags& flags) {
         recorded["first_mismatch"] = nullptr;
       }
       out["recorded"] = recorded;
-      out["analysis"] = planner::analysis_json(analysis, 20);
+      out["analysis"] = advisor::analysis_json(analysis, 20);
       out["analysis"]["run"] = "recorded";  // without the device limit, whatever --device-memory says
       out["analysis"]["peak_allocated_bytes"] = analysis.peak_allocated_bytes;
       out["device"] = bounded ? nlohmann::json{{"total_bytes", device.total_bytes},
@@ -264,7 +264,7 @@ int run_replay(const ReplayFlags& flags) {
       if (bounded)
         fmt::print("  call sites below: the recorded run (no device limit), peak allocated {}; shares of that peak\n",
                    mib(analysis.peak_allocated_bytes));
-      std::string text = planner::render_analysis_text(analysis, 10);
+      std::string text = advisor::render_analysis_text(analysis, 10);
       std::fwrite(text.data(), 1, text.size(), stdout);
       if (bounded) {
         fmt::print("  on a device with {} usable: {}\n", mib(device.usable_bytes()),
@@ -295,7 +295,7 @@ int run_replay(const ReplayFlags& flags) {
   options.oom_style = flags.legacy_message ? sim::OomMessageStyle::Legacy : sim::OomMessageStyle::Current;
   sim::ReplayResult result = sim::replay(trace, config, device, options);
   if (!flags.html.empty())
-    write_html_report(planner::trace_html_report(flags.file, trace, config, device, options, result), flags.html);
+    write_html_report(advisor::trace_html_report(flags.file, trace, config, device, options, result), flags.html);
   if (flags.json) {
     print_replay_json(replay_json(result), result.marks);
   } else {

@@ -61,22 +61,22 @@ MarginFlag parse_margin(const std::string& text) {
   }
 }
 
-int run_keep_global_batch(const SearchFlags& flags, const planner::ScenarioSource& source, const MarginFlag& margin) {
-  planner::GlobalBatchOptions options;
+int run_keep_global_batch(const SearchFlags& flags, const scenario::ScenarioSource& source, const MarginFlag& margin) {
+  advisor::GlobalBatchOptions options;
   options.global_batch = flags.keep_global_batch;
   options.margin = margin.fraction;
   options.margin_bytes = margin.bytes;
   if (flags.jobs > 0) options.jobs = flags.jobs;
-  planner::GlobalBatchResult result = planner::search_keep_global_batch(source, options);
-  std::string text = flags.json ? planner::render_global_batch_json(result) : planner::render_global_batch_text(result);
+  advisor::GlobalBatchResult result = advisor::search_keep_global_batch(source, options);
+  std::string text = flags.json ? advisor::render_global_batch_json(result) : advisor::render_global_batch_text(result);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return result.best ? 0 : 1;
 }
 
 int run_search(const SearchFlags& flags) {
   MarginFlag margin = parse_margin(flags.margin);
-  planner::ScenarioSource source =
-      planner::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
+  scenario::ScenarioSource source =
+      scenario::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides));
   if (flags.keep_global_batch > 0) {
     if (flags.param_given || flags.fit || flags.max_value > 0 || !flags.seq_len_distribution.empty()) {
       throw InputError(SourceLocation{}, "--keep-global-batch",
@@ -85,23 +85,23 @@ int run_search(const SearchFlags& flags) {
     }
     return run_keep_global_batch(flags, source, margin);
   }
-  planner::SearchOptions options;
-  options.param = planner::parse_search_param(flags.param);
+  advisor::SearchOptions options;
+  options.param = advisor::parse_search_param(flags.param);
   options.margin = margin.fraction;
   options.margin_bytes = margin.bytes;
   options.max_value = flags.max_value;
   if (flags.jobs > 0) options.jobs = flags.jobs;
   if (!flags.seq_len_distribution.empty()) {
-    options.lengths = planner::read_length_distribution(flags.seq_len_distribution);
+    options.lengths = advisor::read_length_distribution(flags.seq_len_distribution);
     if (flags.batching != "pad" && flags.batching != "pack") {
       throw InputError(SourceLocation{}, "--batching", "--batching must be pad or pack; got '" + flags.batching + "'");
     }
-    options.length_options.batching = flags.batching == "pack" ? planner::Batching::Pack : planner::Batching::Pad;
+    options.length_options.batching = flags.batching == "pack" ? advisor::Batching::Pack : advisor::Batching::Pad;
     options.length_options.pad_to_multiple_of = flags.pad_to_multiple_of;
   }
   options.with_fit = flags.fit;
-  planner::SearchResult result = planner::search_max_fitting(source, options);
-  std::string text = flags.json ? planner::render_search_json(result) : planner::render_search_text(result);
+  advisor::SearchResult result = advisor::search_max_fitting(source, options);
+  std::string text = flags.json ? advisor::render_search_json(result) : advisor::render_search_text(result);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return result.max_fitting ? 0 : 1;
 }

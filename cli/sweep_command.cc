@@ -29,21 +29,21 @@ int run_sweep_command(const SweepFlags& flags) {
   if (flags.csv && flags.json) throw InputError(SourceLocation{}, "--csv", "give --csv or --json, not both");
   std::string grid_text;
   for (const auto& part : flags.grid) grid_text += part + " ";
-  std::vector<planner::GridAxis> axes = planner::parse_grid(grid_text);
-  planner::SweepOptions options;
+  std::vector<advisor::GridAxis> axes = advisor::parse_grid(grid_text);
+  advisor::SweepOptions options;
   if (flags.jobs > 0) options.jobs = flags.jobs;
   // The sweep reports first, so the progress line follows it rather than one row's plan.
   constexpr std::string_view kTask = "sweep combinations";
-  report_progress(kTask, 0, planner::combination_count(axes));
+  report_progress(kTask, 0, advisor::combination_count(axes));
   options.progress = [kTask](size_t done, size_t total) { report_progress(kTask, done, total); };
-  planner::SweepResult result =
-      planner::run_sweep(
-          planner::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides)),
+  advisor::SweepResult result =
+      advisor::run_sweep(
+          scenario::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides)),
           axes, options);
   end_progress(kTask);
-  std::string text = flags.json  ? planner::render_sweep_json(result)
-                     : flags.csv ? planner::render_sweep_csv(result)
-                                 : planner::render_sweep_text(result);
+  std::string text = flags.json  ? advisor::render_sweep_json(result)
+                     : flags.csv ? advisor::render_sweep_csv(result)
+                                 : advisor::render_sweep_text(result);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }

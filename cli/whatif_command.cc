@@ -28,21 +28,21 @@ struct WhatifFlags {
 };
 
 int run_whatif(const WhatifFlags& flags) {
-  planner::DiagnoseOptions options;
+  advisor::DiagnoseOptions options;
   if (flags.jobs > 0) options.jobs = flags.jobs;
   options.with_fit = !flags.no_fit;
   if (!flags.html.empty()) {  // refused before the long diagnosis, not after it
     refuse_clobbering_outputs({{"--html", flags.html}},
-                              scenario_input_files(planner::load_scenario(flags.scenario, flags.overrides)));
+                              scenario_input_files(scenario::load_scenario(flags.scenario, flags.overrides)));
   }
-  planner::Diagnosis diagnosis = planner::diagnose(
-      planner::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides)), options);
-  std::string text = flags.json ? planner::render_whatif_json(diagnosis) : planner::render_whatif_text(diagnosis);
+  advisor::Diagnosis diagnosis = advisor::diagnose(
+      scenario::ScenarioSource::file(flags.scenario, with_environment_alloc_conf(flags.scenario, flags.overrides)), options);
+  std::string text = flags.json ? advisor::render_whatif_json(diagnosis) : advisor::render_whatif_text(diagnosis);
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!flags.html.empty()) {
-    planner::Scenario scenario = planner::load_scenario(flags.scenario, flags.overrides);
+    scenario::Scenario scenario = scenario::load_scenario(flags.scenario, flags.overrides);
     planner::PlannedTrace planned = planner::plan_steps(scenario);
-    planner::Prediction prediction = planner::predict_planned(scenario, planned);
+    advisor::Prediction prediction = advisor::predict_planned(scenario, planned);
     write_html_report(whatif_html_report(scenario, planned, prediction, diagnosis), flags.html);
   }
   return diagnosis.fits ? 0 : 1;

@@ -55,7 +55,7 @@ void write_file(const std::string& path, const std::string& text) {
 }
 
 // The work limit: sizes small enough that planning and replaying take milliseconds.
-bool small_enough_to_plan(const oomcast::planner::Scenario& s) {
+bool small_enough_to_plan(const oomcast::scenario::Scenario& s) {
   if (s.batch_size > 4 || s.seq_len > 256 || s.iterations > 12 || s.grad_accum_steps > 2) return false;
   if (s.eval.enabled && s.eval.batches > 2) return false;
   if (s.parallel.world_size > 64) return false;
@@ -83,9 +83,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     start = end + 1;
   }
   try {
-    oomcast::planner::Scenario scenario =
-        oomcast::planner::load_scenario_text(parts[0], dir + "/scenario.yaml", overrides);
-    if (small_enough_to_plan(scenario)) oomcast::planner::predict(scenario);
+    oomcast::scenario::Scenario scenario =
+        oomcast::scenario::load_scenario_text(parts[0], dir + "/scenario.yaml", overrides);
+    if (small_enough_to_plan(scenario)) oomcast::advisor::predict(scenario);
   } catch (const oomcast::InputError&) {
   }
   return 0;

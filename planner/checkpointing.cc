@@ -11,6 +11,12 @@
 
 namespace oomcast::planner {
 
+using scenario::CheckpointConfig;
+using scenario::CheckpointMode;
+using scenario::OpKind;
+using scenario::op_kind_names;
+using scenario::parse_op_kind;
+
 bool CheckpointPlan::any() const {
   return std::any_of(unit_checkpointed.begin(), unit_checkpointed.end(), [](uint8_t on) { return on != 0; });
 }

@@ -29,6 +29,6 @@ struct CheckpointPlan {
 };
 
 // Throws InputError for an unknown op kind in checkpointing.recompute_ops.
-CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder& order, const CheckpointConfig& config);
+CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder& order, const scenario::CheckpointConfig& config);
 
 }  // namespace oomcast::planner

@@ -5,6 +5,10 @@
 
 namespace oomcast::planner {
 
+using scenario::CapturedPhase;
+using scenario::CudaGraphConfig;
+using scenario::Scenario;
+
 const CudaGraphConfig* captured_graph_config(const Scenario& scenario, CapturedPhase phase) {
   for (const CudaGraphConfig& graph : scenario.cuda_graphs)
     if (graph.phase == phase) return &graph;

@@ -20,11 +20,11 @@ namespace oomcast::planner {
 inline constexpr sim::StreamId kGraphCaptureStream = 0x6ca9;
 
 // The scenario's graph entry for `phase`, or nullptr.
-const CudaGraphConfig* captured_graph_config(const Scenario& scenario, CapturedPhase phase);
+const scenario::CudaGraphConfig* captured_graph_config(const scenario::Scenario& scenario, scenario::CapturedPhase phase);
 
 // The captured batch size a step of `batch` sequences replays: the smallest captured size
 // that holds it (vLLM pads the batch up to it), or 0 when none does (the step runs eagerly).
-int64_t replayed_batch_size(const CudaGraphConfig& graph, int64_t batch);
+int64_t replayed_batch_size(const scenario::CudaGraphConfig& graph, int64_t batch);
 
 // What the captures left behind: the graphs (by trace name) and the slots of their static
 // inputs and outputs, all kept until release_captured_graphs.
@@ -41,7 +41,7 @@ using StepWriter = std::function<std::vector<uint32_t>(int64_t batch)>;
 // outputs freed), then sync, empty_cache (torch.cuda.graph's __enter__) and the capture of
 // `capture` on kGraphCaptureStream, into one shared pool or a pool per graph. `inputs`
 // allocates the graph's static input buffers before its capture and returns their slots.
-CapturedGraphs capture_graphs(const CudaGraphConfig& graph, ScheduleWriter& writer, const StepWriter& inputs,
+CapturedGraphs capture_graphs(const scenario::CudaGraphConfig& graph, ScheduleWriter& writer, const StepWriter& inputs,
                               const StepWriter& warm_up, const StepWriter& capture);
 
 // A captured step's static input buffers: one `static.<name>` Input allocation per input of

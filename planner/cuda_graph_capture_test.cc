@@ -10,8 +10,14 @@
 #include "sim/replay.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::CapturedPhase;
+using oomcast::scenario::CudaGraphConfig;
+using oomcast::scenario::GenerateConfig;
+using oomcast::scenario::JobKind;
+using oomcast::scenario::KvCacheKind;
+using oomcast::scenario::Scenario;
 using oomcast::planner::testing::check_schedule;
-using oomcast::planner::testing::cpu_scenario;
+using oomcast::scenario::testing::cpu_scenario;
 
 namespace {
 

@@ -7,6 +7,8 @@
 
 namespace oomcast::planner {
 
+using scenario::OpKind;
+
 void drop_loss(LayerGraph& graph) {
   if (graph.loss == kNoTensor) return;
   graph.named_outputs.erase("loss");

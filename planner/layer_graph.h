@@ -47,7 +47,7 @@ struct Transient {
 
 
 struct OpNode {
-  OpKind kind = OpKind::View;
+  scenario::OpKind kind = scenario::OpKind::View;
   uint32_t name = 0;                       // module path plus op, e.g. "h.3.attn.c_attn"
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;

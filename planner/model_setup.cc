@@ -10,6 +10,10 @@
 
 namespace oomcast::planner {
 
+using scenario::LoadMethod;
+using scenario::MoeImbalance;
+using scenario::Scenario;
+
 BuildContext scenario_build_context(const Scenario& scenario, int64_t seq_len, bool training, bool grad_enabled) {
   BuildContext context;
   context.precision = job_precision_rules(scenario);

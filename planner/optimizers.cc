@@ -5,6 +5,10 @@
 
 namespace oomcast::planner {
 
+using scenario::OptimizerConfig;
+using scenario::OptimizerImpl;
+using scenario::OptimizerType;
+
 namespace {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }

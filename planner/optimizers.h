@@ -23,7 +23,7 @@ struct OptimizerParameter {
 
 class OptimizerModel {
  public:
-  OptimizerModel(const OptimizerConfig& config, const PrecisionRules& precision, std::vector<OptimizerParameter> params,
+  OptimizerModel(const scenario::OptimizerConfig& config, const PrecisionRules& precision, std::vector<OptimizerParameter> params,
                  ScheduleWriter* writer);
 
   // Allocates what exists from construction on (fp32 master copies for pure_bf16).
@@ -41,7 +41,7 @@ class OptimizerModel {
   void adam_temporaries(const std::vector<size_t>& params);
   void adafactor_temporaries(const std::vector<size_t>& params);
 
-  OptimizerConfig config_;
+  scenario::OptimizerConfig config_;
   PrecisionRules precision_;
   std::vector<OptimizerParameter> params_;
   ScheduleWriter* writer_;

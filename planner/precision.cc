@@ -3,6 +3,8 @@
 
 namespace oomcast::planner {
 
+using scenario::Precision;
+
 uint64_t dtype_bytes(DType dtype) {
   switch (dtype) {
     case DType::Float32: return 4;

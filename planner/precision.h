@@ -31,6 +31,6 @@ struct PrecisionRules {
   bool upcasts_to_fp32(DType dtype) const;
 };
 
-PrecisionRules precision_rules(Precision precision);
+PrecisionRules precision_rules(scenario::Precision precision);
 
 }  // namespace oomcast::planner

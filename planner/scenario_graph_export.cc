@@ -11,6 +11,10 @@
 
 namespace oomcast::planner {
 
+using scenario::JobKind;
+using scenario::Scenario;
+using scenario::precision_name;
+
 std::string export_scenario_graph(const Scenario& scenario, const std::string& graph_name) {
   // What a concrete graph file cannot carry: refused rather than exported to plan differently.
   if (scenario.job.job.kind == JobKind::Generate) {
@@ -24,11 +28,11 @@ std::string export_scenario_graph(const Scenario& scenario, const std::string& g
                      "parameters are plain dtypes");
   }
   if (scenario.batch_size <= 0) throw InputError(SourceLocation{}, "batch_size", "batch_size must be positive");
-  const int64_t seq_len = scenario.seq_len > 0 ? scenario.seq_len : families::default_sequence_length(scenario.model);
+  const int64_t seq_len = scenario.seq_len > 0 ? scenario.seq_len : scenario::families::default_sequence_length(scenario.model);
   GraphBuilder builder(scenario_build_context(scenario, seq_len, /*training=*/true, /*grad_enabled=*/true));
   families::build_forward(builder, scenario.model);
   families::ExportedSize size;
-  size.key = families::is_vision(scenario.model) ? "image_size" : "seq_len";
+  size.key = scenario::families::is_vision(scenario.model) ? "image_size" : "seq_len";
   size.value = seq_len;
   size.built_for = "batch_size " + std::to_string(scenario.batch_size) + ", " + size.key + " " +
                    std::to_string(seq_len) + ", precision " + precision_name(scenario.precision);

@@ -10,6 +10,6 @@
 
 namespace oomcast::planner {
 
-std::string export_scenario_graph(const Scenario& scenario, const std::string& graph_name);
+std::string export_scenario_graph(const scenario::Scenario& scenario, const std::string& graph_name);
 
 }  // namespace oomcast::planner

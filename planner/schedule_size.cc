@@ -10,6 +10,9 @@
 
 namespace oomcast::planner {
 
+using scenario::Scenario;
+using scenario::saturating_product;
+
 int64_t estimated_schedule_events(size_t ops, size_t parameters, const Scenario& scenario, int64_t iterations) {
   const auto op_count = static_cast<int64_t>(ops);
   const auto parameter_count = static_cast<int64_t>(parameters);

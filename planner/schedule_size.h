@@ -14,9 +14,9 @@ namespace oomcast::planner {
 inline constexpr int64_t kMaxPlannedEvents = 20'000'000;
 
 // Events the schedule of `iterations` iterations will roughly hold (saturating).
-int64_t estimated_schedule_events(size_t ops, size_t parameters, const Scenario& scenario, int64_t iterations);
+int64_t estimated_schedule_events(size_t ops, size_t parameters, const scenario::Scenario& scenario, int64_t iterations);
 
 // Throws InputError when the estimate for the scenario's iterations exceeds kMaxPlannedEvents.
-void check_schedule_size(size_t ops, size_t parameters, const Scenario& scenario);
+void check_schedule_size(size_t ops, size_t parameters, const scenario::Scenario& scenario);
 
 }  // namespace oomcast::planner

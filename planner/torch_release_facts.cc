@@ -12,6 +12,10 @@
 
 namespace oomcast::planner {
 
+using scenario::YamlDocument;
+using scenario::YamlNode;
+using scenario::read_release_range;
+
 std::string_view torch_release_facts_yaml_text();  // generated from the YAML by CMake
 
 namespace {

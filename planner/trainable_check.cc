@@ -11,6 +11,10 @@
 
 namespace oomcast::planner {
 
+using scenario::JobKind;
+using scenario::Scenario;
+using scenario::TrainableConfig;
+
 namespace {
 
 // The last component of the module holding `parameter_name`: "model.layers.0.q_proj.weight" -> "q_proj".

@@ -11,6 +11,6 @@
 namespace oomcast::planner {
 
 // Throws InputError naming training.trainable.lora.target_modules or training.trainable.
-void check_something_trains(const Scenario& scenario, const LayerGraph& graph);
+void check_something_trains(const scenario::Scenario& scenario, const LayerGraph& graph);
 
 }  // namespace oomcast::planner

@@ -6,6 +6,16 @@
 
 namespace oomcast::planner {
 
+using scenario::CheckpointMode;
+using scenario::JobConfig;
+using scenario::JobKind;
+using scenario::LoraConfig;
+using scenario::Scenario;
+using scenario::TrainableConfig;
+using scenario::TrainableKind;
+using scenario::WeightFormat;
+using scenario::WeightsConfig;
+
 namespace {
 
 bool glob_match(const char* pattern, const char* text) {

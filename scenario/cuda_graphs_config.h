@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 enum class CapturedPhase { Decode, Forward };
 
@@ -19,4 +19,4 @@ struct CudaGraphConfig {
   bool share_pool = true;             // one pool for all batch sizes (vLLM's global pool)
 };
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

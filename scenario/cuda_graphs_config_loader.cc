@@ -8,7 +8,7 @@
 
 #include "scenario/size_limits.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace {
 
@@ -68,4 +68,4 @@ void read_cuda_graphs_section(const YamlNode& node, Scenario& scenario) {
   }
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

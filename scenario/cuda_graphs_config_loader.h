@@ -4,7 +4,7 @@
 #include "scenario/scenario.h"
 #include "scenario/yaml_reader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // cuda_graphs: [{name, phase: decode | forward, batch_sizes: [...], share_pool: true}].
 // Needs the job section already read: `decode` graphs belong to a generate job with a static
@@ -12,4 +12,4 @@ namespace oomcast::planner {
 // is captured on the cpu.
 void read_cuda_graphs_section(const YamlNode& node, Scenario& scenario);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

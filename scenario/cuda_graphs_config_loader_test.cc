@@ -6,7 +6,7 @@
 #include "scenario/scenario_loader.h"
 #include "scenario/scenario_test_support.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 namespace {
 
 using testing::error_of;
@@ -75,4 +75,4 @@ TEST_CASE("a cuda_graphs entry names its line for a bad key, a repeated batch si
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -15,7 +15,7 @@
 #include "scenario/size_limits.h"
 #include "scenario/zero_keys.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace {
 
@@ -192,4 +192,4 @@ DeepSpeedJson read_deepspeed_json(const std::string& path, int64_t hidden) {
   return out;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

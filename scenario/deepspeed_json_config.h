@@ -10,7 +10,7 @@
 
 #include "scenario/parallel_config.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 enum class HalfPrecision { Unset, Disabled, Bf16, Fp16 };
 
@@ -29,4 +29,4 @@ struct DeepSpeedJson {
 // naming the file, line and key.
 DeepSpeedJson read_deepspeed_json(const std::string& path, int64_t hidden);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

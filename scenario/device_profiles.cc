@@ -10,7 +10,7 @@
 #include "scenario/outside_allocator.h"
 #include "sim/allocator_config.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace {
 
@@ -258,4 +258,4 @@ DeviceConfig device_config_from_profile(const DeviceProfile& profile) {
   return config;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

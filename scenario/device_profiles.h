@@ -11,7 +11,7 @@
 #include "scenario/device_throughput.h"
 #include "scenario/scenario.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 struct DeviceProfile {
   std::string name;                  // canonical key: "a100-80gb", "rtx-3090", "cpu"
@@ -57,4 +57,4 @@ std::string device_did_you_mean(std::string_view name);
 // outside-allocator figures of the default torch release.
 DeviceConfig device_config_from_profile(const DeviceProfile& profile);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

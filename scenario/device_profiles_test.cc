@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 namespace {
 
 // The capacity as PyTorch's OOM text prints it ("%.2f GiB").
@@ -89,4 +89,4 @@ TEST_CASE("the eleven GPUs of the issue, the L40S and cpu are listed", "[planner
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

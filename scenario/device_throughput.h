@@ -3,7 +3,7 @@
 // collectives run over. Every figure's source is in device_profiles.cc and docs/step-time.md.
 #pragma once
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 struct DeviceThroughput {
   double fp32_tflops = 0.0;        // non-tensor-core FP32 (PyTorch's default for fp32 matmuls)
@@ -18,4 +18,4 @@ struct DeviceThroughput {
   bool known() const { return fp32_tflops > 0.0 && hbm_gbps > 0.0; }
 };
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

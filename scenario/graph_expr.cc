@@ -6,7 +6,7 @@
 
 #include "base/edit_distance.h"
 
-namespace oomcast::planner::graph {
+namespace oomcast::scenario::graph {
 
 class ExprParser {
  public:
@@ -234,4 +234,4 @@ std::string Template::render(const Environment& env) const {
   return out;
 }
 
-}  // namespace oomcast::planner::graph
+}  // namespace oomcast::scenario::graph

@@ -11,7 +11,7 @@
 
 #include "base/input_error.h"
 
-namespace oomcast::planner::graph {
+namespace oomcast::scenario::graph {
 
 // Environment slots: the three scenario sizes, then one per enclosing repeat index.
 enum Slot : uint32_t { kBatchSize = 0, kSeqLen = 1, kImageSize = 2, kFirstIndex = 3 };
@@ -73,4 +73,4 @@ class Template {
   std::string text_;
 };
 
-}  // namespace oomcast::planner::graph
+}  // namespace oomcast::scenario::graph

@@ -12,7 +12,7 @@
 #include "scenario/outside_allocator_table.h"
 #include "scenario/yaml_reader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace graph {
 
@@ -384,4 +384,4 @@ int graph_torch_version(const GraphFile& file, bool scenario_names_release, int 
   return scenario_release;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

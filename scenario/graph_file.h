@@ -15,7 +15,7 @@
 #include "scenario/graph_op_table.h"
 #include "scenario/scenario.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 class YamlNode;  // scenario/yaml_reader.h
 
@@ -151,4 +151,4 @@ void check_graph_size(const GraphFile& file, int64_t size, const YamlNode& where
 int graph_torch_version(const GraphFile& file, bool scenario_names_release, int scenario_release,
                         std::vector<std::string>& warnings);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

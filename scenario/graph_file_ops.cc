@@ -7,7 +7,7 @@
 #include "scenario/graph_op_table.h"
 #include "scenario/op_kind.h"
 
-namespace oomcast::planner::graph {
+namespace oomcast::scenario::graph {
 
 const Ref* OpStatement::tensor(const std::string& argument) const {
   for (const auto& [name, ref] : tensors) {
@@ -163,4 +163,4 @@ void GraphReader::read_generic_op(const YamlNode& item, OpStatement& op) {
   if (!item.child("cublas").is_missing()) op.cublas = item.child("cublas").as_bool() ? 1 : 0;
 }
 
-}  // namespace oomcast::planner::graph
+}  // namespace oomcast::scenario::graph

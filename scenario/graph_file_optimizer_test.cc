@@ -5,7 +5,7 @@
 #include "scenario/graph_file_test_support.h"
 #include "scenario/scenario_test_support.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 using testing::load_with_model;
 using testing::mlp_graph_with;
@@ -36,4 +36,4 @@ TEST_CASE("a graph file without optimizer leaves PyTorch's default AdamW", "[pla
   CHECK(s.optimizer.type == OptimizerType::AdamW);
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

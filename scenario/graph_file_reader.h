@@ -9,7 +9,7 @@
 #include "scenario/graph_file.h"
 #include "scenario/yaml_reader.h"
 
-namespace oomcast::planner::graph {
+namespace oomcast::scenario::graph {
 
 constexpr int64_t kMaxStatements = 1000000;
 constexpr int64_t kMaxRepeat = 100000;
@@ -50,4 +50,4 @@ class GraphReader {
   bool in_unit_ = false;
 };
 
-}  // namespace oomcast::planner::graph
+}  // namespace oomcast::scenario::graph

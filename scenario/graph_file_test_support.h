@@ -9,7 +9,7 @@
 
 #include "scenario/scenario_loader.h"
 
-namespace oomcast::planner::testing {
+namespace oomcast::scenario::testing {
 
 // tests/data/graphs/mlp.graph.yaml with `appended_yaml` appended, written to the temp directory.
 inline std::string mlp_graph_with(const std::string& appended_yaml, const std::string& file_name) {
@@ -26,4 +26,4 @@ inline Scenario load_with_model(const std::string& graph_path, const std::string
   return load_scenario_text("model: " + graph_path + "\nbatch_size: 8\ndevice: cpu\n" + extra, "s.yaml");
 }
 
-}  // namespace oomcast::planner::testing
+}  // namespace oomcast::scenario::testing

@@ -5,7 +5,7 @@
 #include "scenario/graph_file_test_support.h"
 #include "scenario/scenario_test_support.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 namespace {
 
 using testing::load_with_model;
@@ -43,4 +43,4 @@ TEST_CASE("a graph file's torch_version that is not a release is an error naming
   CHECK(error.find("torch_version") != std::string::npos);
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -1,7 +1,7 @@
 // The table of graph-file ops: argument and option names of each catalogue op.
 #include "scenario/graph_op_table.h"
 
-namespace oomcast::planner::graph {
+namespace oomcast::scenario::graph {
 
 const std::vector<CatalogueOpSpec>& catalogue_op_specs() {
   using T = OptionType;
@@ -54,4 +54,4 @@ const CatalogueOpSpec* find_catalogue_op(const std::string& name) {
   return nullptr;
 }
 
-}  // namespace oomcast::planner::graph
+}  // namespace oomcast::scenario::graph

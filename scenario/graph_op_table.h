@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace oomcast::planner::graph {
+namespace oomcast::scenario::graph {
 
 enum class CatalogueOp : uint8_t {
   Linear, Embedding, LayerNorm, RmsNorm, Gelu, Silu, Tanh, Relu, Add, Mul, Scale, Dropout, Softmax,
@@ -40,4 +40,4 @@ const std::vector<CatalogueOpSpec>& catalogue_op_specs();
 // nullptr when `name` is not an op of the table.
 const CatalogueOpSpec* find_catalogue_op(const std::string& name);
 
-}  // namespace oomcast::planner::graph
+}  // namespace oomcast::scenario::graph

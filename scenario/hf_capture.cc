@@ -24,7 +24,7 @@
 
 extern char** environ;
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace fs = std::filesystem;
 
@@ -168,4 +168,4 @@ ModelConfig captured_hf_model(const std::string& path, const std::string& model_
   return model;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

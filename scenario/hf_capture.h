@@ -8,7 +8,7 @@
 
 #include "scenario/scenario.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // The python that runs the capture: $OOMCAST_PYTHON, else `.venv/bin/python` in `repo_root`
 // (what scripts/make-venv.sh builds), else python3 from PATH.
@@ -22,4 +22,4 @@ std::string capture_python(const std::string& repo_root);
 // capture, when the capture cannot run or refuses the config.
 ModelConfig captured_hf_model(const std::string& path, const std::string& model_type, const std::string& repo_root);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

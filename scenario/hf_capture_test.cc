@@ -12,7 +12,7 @@
 #include "scenario/model_catalog.h"
 
 using namespace oomcast;
-using namespace oomcast::planner;
+using namespace oomcast::scenario;
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include "base/input_error.h"
 #include "scenario/hf_readers.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace hf {
 
@@ -155,4 +155,4 @@ std::optional<WeightsConfig> checkpoint_weights(const std::string& config_path) 
   return weights;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -10,7 +10,7 @@
 #include "scenario/job_config.h"
 #include "scenario/scenario.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // `path` is a config.json file. Throws InputError naming the file and key.
 ModelConfig load_hf_config(const std::string& path);
@@ -29,4 +29,4 @@ std::vector<std::string> supported_hf_model_types();
 // load_hf_config reports).
 std::string model_type_without_family(const std::string& path);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -6,7 +6,7 @@
 
 #include "base/input_error.h"
 
-namespace oomcast::planner::hf {
+namespace oomcast::scenario::hf {
 
 namespace {
 
@@ -180,4 +180,4 @@ void read_tied_embeddings(HfConfigFields& fields, ModelConfig& model, bool fallb
   model.options["tied_embeddings"] = fields.optional_bool("tie_word_embeddings", fallback) ? "true" : "false";
 }
 
-}  // namespace oomcast::planner::hf
+}  // namespace oomcast::scenario::hf

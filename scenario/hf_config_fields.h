@@ -11,7 +11,7 @@
 
 #include "scenario/scenario.h"
 
-namespace oomcast::planner::hf {
+namespace oomcast::scenario::hf {
 
 class HfConfigFields {
  public:
@@ -63,4 +63,4 @@ void read_transformer_dims(HfConfigFields& fields, ModelConfig& model);
 // "tie_word_embeddings" with the given default into model.options["tied_embeddings"].
 void read_tied_embeddings(HfConfigFields& fields, ModelConfig& model, bool fallback);
 
-}  // namespace oomcast::planner::hf
+}  // namespace oomcast::scenario::hf

@@ -13,8 +13,8 @@
 #include "scenario/scenario_test_support.h"
 
 using namespace oomcast;
-using namespace oomcast::planner;
-using oomcast::planner::testing::error_of;
+using namespace oomcast::scenario;
+using oomcast::scenario::testing::error_of;
 
 namespace {
 

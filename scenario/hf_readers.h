@@ -9,7 +9,7 @@
 #include "scenario/hf_config_fields.h"
 #include "scenario/scenario.h"
 
-namespace oomcast::planner::hf {
+namespace oomcast::scenario::hf {
 
 using Reader = void (*)(HfConfigFields& fields, ModelConfig& model);
 
@@ -51,4 +51,4 @@ void read_qwen3_moe(HfConfigFields& fields, ModelConfig& model);
 void read_bert(HfConfigFields& fields, ModelConfig& model);
 void read_vit(HfConfigFields& fields, ModelConfig& model);
 
-}  // namespace oomcast::planner::hf
+}  // namespace oomcast::scenario::hf

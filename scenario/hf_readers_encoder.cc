@@ -1,7 +1,7 @@
 // config.json readers for the encoders: BERT and ViT.
 #include "scenario/hf_readers.h"
 
-namespace oomcast::planner::hf {
+namespace oomcast::scenario::hf {
 
 void read_bert(HfConfigFields& fields, ModelConfig& model) {
   model.family = "bert";
@@ -33,4 +33,4 @@ void read_vit(HfConfigFields& fields, ModelConfig& model) {
   model.dims["num_classes"] = labels > 0 ? labels : 1000;
 }
 
-}  // namespace oomcast::planner::hf
+}  // namespace oomcast::scenario::hf

@@ -1,7 +1,7 @@
 // config.json readers for GPT-2 style models (learned positions, LayerNorm, GELU MLP).
 #include "scenario/hf_readers.h"
 
-namespace oomcast::planner::hf {
+namespace oomcast::scenario::hf {
 
 void read_gpt2(HfConfigFields& fields, ModelConfig& model) {
   model.family = "gpt2";
@@ -21,9 +21,9 @@ void read_gpt2(HfConfigFields& fields, ModelConfig& model) {
   fields.read("scale_attn_by_inverse_layer_idx");  // a scalar divide on the same scores
 }
 
-}  // namespace oomcast::planner::hf
+}  // namespace oomcast::scenario::hf
 
-namespace oomcast::planner::hf {
+namespace oomcast::scenario::hf {
 
 namespace {
 
@@ -113,4 +113,4 @@ void read_falcon(HfConfigFields& fields, ModelConfig& model) {
   fields.read("rotary");
 }
 
-}  // namespace oomcast::planner::hf
+}  // namespace oomcast::scenario::hf

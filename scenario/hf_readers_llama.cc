@@ -3,7 +3,7 @@
 // and Phi-3. The mixture-of-experts ones are in hf_readers_moe.cc.
 #include "scenario/hf_readers.h"
 
-namespace oomcast::planner::hf {
+namespace oomcast::scenario::hf {
 
 void read_llama_decoder(HfConfigFields& fields, ModelConfig& model, const DecoderDefaults& defaults) {
   model.family = "llama";
@@ -87,4 +87,4 @@ void read_phi3(HfConfigFields& fields, ModelConfig& model) {
   fields.read("original_max_position_embeddings");
 }
 
-}  // namespace oomcast::planner::hf
+}  // namespace oomcast::scenario::hf

@@ -2,7 +2,7 @@
 // and Qwen3-MoE, the llama family with its MLP replaced by routed experts.
 #include "scenario/hf_readers.h"
 
-namespace oomcast::planner::hf {
+namespace oomcast::scenario::hf {
 
 namespace {
 
@@ -62,4 +62,4 @@ void read_qwen3_moe(HfConfigFields& fields, ModelConfig& model) {
   read_sparse_layers(fields, model);
 }
 
-}  // namespace oomcast::planner::hf
+}  // namespace oomcast::scenario::hf

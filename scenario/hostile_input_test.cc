@@ -9,7 +9,7 @@
 #include "scenario/scenario_test_support.h"
 #include "scenario/size_limits.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 namespace {
 
 using testing::error_of;
@@ -112,4 +112,4 @@ TEST_CASE("Products of sizes saturate instead of wrapping", "[hostile]") {
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 enum class JobKind { Train, Inference, Forward, Generate };
 
@@ -92,4 +92,4 @@ struct JobConfig {
   LoadingConfig loading;
 };
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

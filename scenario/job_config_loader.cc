@@ -9,7 +9,7 @@
 
 #include "scenario/model_families.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace {
 
@@ -317,4 +317,4 @@ const char* weight_format_name(WeightFormat format) {
   return "?";
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -10,7 +10,7 @@
 #include "scenario/scenario.h"
 #include "scenario/yaml_reader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // The top-level keys these sections add to a scenario.
 const std::vector<std::string>& job_section_keys();
@@ -23,4 +23,4 @@ void read_job_sections(const YamlNode& root, Scenario& scenario);
 const char* job_kind_name(JobKind kind);
 const char* weight_format_name(WeightFormat format);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

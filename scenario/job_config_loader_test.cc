@@ -6,7 +6,7 @@
 #include "scenario/scenario_loader.h"
 #include "scenario/scenario_test_support.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 namespace {
 
 using testing::error_of;
@@ -74,4 +74,4 @@ TEST_CASE("an unknown key in the job section gets a did-you-mean", "[scenario][j
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

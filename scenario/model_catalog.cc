@@ -21,7 +21,7 @@
 #define OOMCAST_SOURCE_DIR "."
 #endif
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace fs = std::filesystem;
 
@@ -177,4 +177,4 @@ ModelConfig resolve_model(const std::string& reference, const std::string& base_
   return load_model_yaml(preset.string());
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -9,7 +9,7 @@
 
 #include "scenario/scenario.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // Resolves a model reference: a preset name ("gpt2", "llama-2-7b"), a model YAML file, or a
 // Hugging Face config.json path. `base_dir` is the directory relative paths are resolved
@@ -23,4 +23,4 @@ std::vector<std::string> preset_names();
 // the executable); empty when none is found.
 std::string models_directory();
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

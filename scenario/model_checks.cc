@@ -6,7 +6,7 @@
 #include "base/input_error.h"
 #include "scenario/model_families.h"
 
-namespace oomcast::planner::families {
+namespace oomcast::scenario::families {
 
 namespace {
 
@@ -129,4 +129,4 @@ void check_model(const ModelConfig& model) {
   check_model(model, [&](const std::string&) { return SourceLocation{model.source, 0, 0, -1}; });
 }
 
-}  // namespace oomcast::planner::families
+}  // namespace oomcast::scenario::families

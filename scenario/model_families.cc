@@ -7,7 +7,7 @@
 #include "scenario/graph_file.h"
 #include "scenario/graph_op_table.h"
 
-namespace oomcast::planner::families {
+namespace oomcast::scenario::families {
 
 const std::vector<FamilySpec>& family_specs() {
   static const std::vector<FamilySpec> specs = {
@@ -164,4 +164,4 @@ int64_t default_sequence_length(const ModelConfig& model) {
   return dim(model, "max_positions");
 }
 
-}  // namespace oomcast::planner::families
+}  // namespace oomcast::scenario::families

@@ -12,7 +12,7 @@
 #include "base/input_error.h"
 #include "scenario/scenario.h"
 
-namespace oomcast::planner::families {
+namespace oomcast::scenario::families {
 
 struct DimSpec {
   const char* name;
@@ -54,4 +54,4 @@ bool is_vision(const ModelConfig& model);
 // graph file with a catalogue `attention` op (a CNN or a bare MLP has none to choose).
 bool uses_attention_setting(const ModelConfig& model);
 
-}  // namespace oomcast::planner::families
+}  // namespace oomcast::scenario::families

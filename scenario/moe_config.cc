@@ -1,7 +1,7 @@
 // Reads the scenario's `moe` section (scenario/moe_config.h).
 #include "scenario/moe_config.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 void read_moe_section(const YamlNode& node, Scenario& scenario) {
   if (node.is_missing()) return;
@@ -16,4 +16,4 @@ void read_moe_section(const YamlNode& node, Scenario& scenario) {
                                                                                    : MoeImbalance::Worst;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

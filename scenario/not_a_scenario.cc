@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 void reject_model_file_given_as_scenario(const YamlNode& root, const std::string& path) {
   if (!root.child("model").is_missing()) return;
@@ -18,4 +18,4 @@ void reject_model_file_given_as_scenario(const YamlNode& root, const std::string
   }
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

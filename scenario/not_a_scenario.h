@@ -6,9 +6,9 @@
 
 #include "scenario/yaml_reader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // Throws InputError at the telling key when `root` is a model file rather than a scenario.
 void reject_model_file_given_as_scenario(const YamlNode& root, const std::string& path);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

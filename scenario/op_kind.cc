@@ -1,7 +1,7 @@
 // The op kind names: one table read both ways.
 #include "scenario/op_kind.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace {
 
@@ -56,4 +56,4 @@ std::vector<std::string> op_kind_names() {
   return names;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 enum class OpKind : uint8_t {
   Linear, Matmul, Attention, Conv, Embedding, LayerNorm, BatchNorm, Softmax, LogSoftmax,
@@ -21,4 +21,4 @@ const char* op_kind_name(OpKind kind);
 bool parse_op_kind(const std::string& text, OpKind* kind);
 std::vector<std::string> op_kind_names();
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -6,7 +6,7 @@
 #include "scenario/device_profiles.h"
 #include "scenario/outside_allocator_table.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace {
 
@@ -92,4 +92,4 @@ void apply_outside_allocator(const YamlNode& device_node, sim::TorchVersion torc
   resolve_outside_allocator(request, torch_version, device);
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -11,7 +11,7 @@
 #include "scenario/yaml_reader.h"
 #include "sim/allocator_config.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // What a scenario says about memory outside the allocator; unset fields take the table's
 // defaults for the torch release.
@@ -35,4 +35,4 @@ void resolve_outside_allocator(const OutsideAllocatorRequest& request, sim::Torc
 // InputError at their key.
 void apply_outside_allocator(const YamlNode& device_node, sim::TorchVersion torch_version, DeviceConfig& device);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

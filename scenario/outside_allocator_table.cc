@@ -7,7 +7,7 @@
 #include "base/input_error.h"
 #include "scenario/yaml_reader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 std::string_view outside_allocator_yaml_text();  // generated from the YAML by CMake
 
@@ -262,4 +262,4 @@ const OutsideAllocatorTable& outside_allocator_table() {
   return table;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

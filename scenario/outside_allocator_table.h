@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // "12.4" -> 1204; both torch and CUDA releases use this packing (as sim::TorchVersion does).
 using ReleaseNumber = int;
@@ -119,4 +119,4 @@ ReleaseRange read_release_range(const YamlNode& node);
 // nullopt when malformed.
 std::optional<uint64_t> cublas_workspace_config_bytes(std::string_view config);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

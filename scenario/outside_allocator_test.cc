@@ -8,7 +8,7 @@
 #include "scenario/scenario_loader.h"
 #include "scenario/scenario_test_support.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 namespace {
 
 using testing::error_of;
@@ -123,4 +123,4 @@ TEST_CASE("bad outside-allocator keys are errors at the key", "[planner][outside
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -1,7 +1,7 @@
 // Names of the parallel-section choices as scenario files spell them, and dtype sizes.
 #include "scenario/parallel_config.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 const char* parallel_engine_name(ParallelEngine engine) {
   switch (engine) {
@@ -25,4 +25,4 @@ const char* fsdp_sharding_name(FsdpSharding sharding) {
 
 uint64_t float_dtype_bytes(FloatDtype dtype) { return dtype == FloatDtype::Float32 ? 4 : 2; }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

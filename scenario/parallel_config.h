@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 enum class ParallelEngine { None, Ddp, Fsdp, DeepSpeed, Fsdp2 };
 enum class FsdpSharding { FullShard, ShardGradOp, NoShard };
@@ -102,4 +102,4 @@ const char* parallel_engine_name(ParallelEngine engine);
 const char* fsdp_sharding_name(FsdpSharding sharding);
 uint64_t float_dtype_bytes(FloatDtype dtype);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

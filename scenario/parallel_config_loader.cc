@@ -11,7 +11,7 @@
 #include "scenario/zero_keys.h"
 #include "scenario/scenario_loader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace {
 
@@ -324,4 +324,4 @@ void read_parallel_section(const YamlNode& root, const std::string& base_dir, Sc
   if (!scenario.device.is_cpu) scenario.device.model.context_bytes += parallel.nccl_buffer_bytes;
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -8,7 +8,7 @@
 #include "scenario/scenario.h"
 #include "scenario/yaml_reader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // `root` is the scenario document's root map; `base_dir` resolves deepspeed_config paths.
 // Call after precision, batch_size, grad_accum_steps and device are read. Throws InputError
@@ -18,4 +18,4 @@ void read_parallel_section(const YamlNode& root, const std::string& base_dir, Sc
 // NCCL buffers assumed per rank when the scenario does not give parallel.nccl_buffer_mib.
 uint64_t default_nccl_buffer_bytes(int64_t world_size);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

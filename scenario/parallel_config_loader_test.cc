@@ -13,7 +13,7 @@
 #include "scenario/scenario_loader.h"
 
 using namespace oomcast;
-using namespace oomcast::planner;
+using namespace oomcast::scenario;
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "sim/allocator_config.h"
 #include "sim/device_model.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 struct GraphFile;  // a model given as a graph file (scenario/graph_file.h)
 
@@ -125,4 +125,4 @@ struct Scenario {
   std::vector<CudaGraphConfig> cuda_graphs;     // captured graphs (cuda_graphs_config.h)
 };
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

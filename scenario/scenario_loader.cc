@@ -29,7 +29,7 @@
 #include "sim/allocator_config.h"
 #include "sim/newest_torch_release.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace {
 
@@ -613,4 +613,4 @@ const char* checkpoint_mode_name(CheckpointMode mode) { return name_of(kCheckpoi
 const char* optimizer_type_name(OptimizerType type) { return name_of(kOptimizerTypes, type); }
 const char* optimizer_impl_name(OptimizerImpl impl) { return name_of(kOptimizerImpls, impl); }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -8,7 +8,7 @@
 
 #include "scenario/scenario.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 // Reads and validates the scenario at `path`. `overrides` are "dotted.key=value" strings
 // ("batch_size=32", "model.layers=4", "allocator.expandable_segments=true"), applied in order
@@ -28,4 +28,4 @@ const char* checkpoint_mode_name(CheckpointMode mode);
 const char* optimizer_type_name(OptimizerType type);
 const char* optimizer_impl_name(OptimizerImpl impl);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

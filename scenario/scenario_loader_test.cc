@@ -9,7 +9,7 @@
 #include "base/input_error.h"
 #include "scenario/scenario_test_support.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 namespace {
 
 using testing::error_of;
@@ -280,4 +280,4 @@ TEST_CASE("an every_n key without mode every_n is rejected", "[planner][scenario
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -5,7 +5,7 @@
 
 #include "scenario/scenario_loader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 ScenarioSource ScenarioSource::file(std::string path, std::vector<std::string> overrides) {
   ScenarioSource source;
@@ -28,4 +28,4 @@ Scenario ScenarioSource::load(const std::vector<std::string>& extra) const {
   return text ? load_scenario_text(*text, path, all) : load_scenario(path, all);
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -9,7 +9,7 @@
 
 #include "scenario/scenario.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 struct ScenarioSource {
   std::string path;                       // the file, or the name used in messages for `text`
@@ -24,4 +24,4 @@ struct ScenarioSource {
   Scenario load(const std::vector<std::string>& extra = {}) const;
 };
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -11,7 +11,7 @@
 #include "scenario/model_catalog.h"
 #include "scenario/scenario.h"
 
-namespace oomcast::planner::testing {
+namespace oomcast::scenario::testing {
 
 // What `action` throws as an InputError, or "no error".
 inline std::string error_of(const std::function<void()>& action) {
@@ -48,4 +48,4 @@ inline ModelConfig inline_model(const std::string& family, std::map<std::string,
   return model;
 }
 
-}  // namespace oomcast::planner::testing
+}  // namespace oomcast::scenario::testing

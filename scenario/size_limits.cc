@@ -10,7 +10,7 @@
 #include "scenario/model_families.h"
 #include "scenario/scenario_loader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 namespace {
 
@@ -90,4 +90,4 @@ void check_scenario_sizes(const YamlNode& root, const Scenario& scenario) {
   }
 }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

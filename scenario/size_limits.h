@@ -9,7 +9,7 @@
 #include "scenario/scenario.h"
 #include "scenario/yaml_reader.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 inline constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
 inline constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
@@ -31,4 +31,4 @@ int64_t saturating_product(int64_t a, int64_t b);
 // batch, sequence and model sizes together make one tensor larger than kMaxTensorElements.
 void check_scenario_sizes(const YamlNode& root, const Scenario& scenario);
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

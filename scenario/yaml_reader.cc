@@ -20,7 +20,7 @@
 #include "base/bounded_file.h"
 #include "base/edit_distance.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 struct YamlDocumentState {
   std::string path;
@@ -421,4 +421,4 @@ YamlNode YamlDocument::root() const {
 
 const std::string& YamlDocument::path() const { return state_->path; }
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

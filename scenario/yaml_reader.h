@@ -11,7 +11,7 @@
 
 #include "base/input_error.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 
 struct YamlDocumentState;  // the parsed tree and the override table (yaml_reader.cc)
 struct YamlNodeData;       // one node of the tree (yaml_reader.cc)
@@ -101,4 +101,4 @@ class YamlDocument {
   std::shared_ptr<YamlDocumentState> state_;
 };
 
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

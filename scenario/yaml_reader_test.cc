@@ -6,7 +6,7 @@
 
 #include "scenario/scenario_test_support.h"
 
-namespace oomcast::planner {
+namespace oomcast::scenario {
 namespace {
 
 using testing::error_of;
@@ -140,4 +140,4 @@ TEST_CASE("a file that cannot be read is an InputError naming it", "[planner][ya
 }
 
 }  // namespace
-}  // namespace oomcast::planner
+}  // namespace oomcast::scenario

@@ -7,7 +7,7 @@
 
 #include "scenario/parallel_config.h"
 
-namespace oomcast::planner::zero_keys {
+namespace oomcast::scenario::zero_keys {
 
 struct CountKey {
   const char* name;
@@ -43,4 +43,4 @@ inline int64_t auto_value(const char* name, int64_t hidden, int64_t fallback) {
   return fallback;
 }
 
-}  // namespace oomcast::planner::zero_keys
+}  // namespace oomcast::scenario::zero_keys

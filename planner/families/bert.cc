@@ -11,6 +11,12 @@
 
 namespace oomcast::planner::families {
 
+using scenario::AttentionImpl;
+using scenario::ModelConfig;
+using scenario::OpKind;
+using scenario::families::dim;
+using scenario::families::option_enabled;
+
 namespace {
 
 struct BertLayer {

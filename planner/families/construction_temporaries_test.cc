@@ -13,7 +13,14 @@
 #include "planner/jobs/training_job.h"
 
 using namespace oomcast::planner;
-using oomcast::planner::testing::inline_model;
+using oomcast::scenario::LoadMethod;
+using oomcast::scenario::ModelConfig;
+using oomcast::scenario::OptimizerType;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::WeightFormat;
+using oomcast::scenario::resolve_model;
+using oomcast::scenario::testing::inline_model;
 
 namespace {
 
@@ -150,7 +157,7 @@ TEST_CASE("a construction temporary without a shape is an error naming the file 
                                 "parameters:\n"
                                 "  - {construction_temporary: template.weight, dtype: param}\n"
                                 "inputs: []\nforward: []\noutputs: {loss: x}\n");
-  std::string error = testing::error_of([&] { resolve_model(path, ""); });
+  std::string error = oomcast::scenario::testing::error_of([&] { resolve_model(path, ""); });
   CHECK(error.find(path + ":3") != std::string::npos);
   CHECK(error.find("construction temporary 'template.weight' needs a 'shape'") != std::string::npos);
 }

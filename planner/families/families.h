@@ -13,21 +13,21 @@
 namespace oomcast::planner::families {
 
 // Writes the model's parameters, buffers, inputs, forward and loss into `builder`.
-void build_forward(GraphBuilder& builder, const ModelConfig& model);
+void build_forward(GraphBuilder& builder, const scenario::ModelConfig& model);
 
 // The model's parameter count (tied weights counted once), as
 // sum(p.numel() for p in model.parameters()) would report it: the family expanded at batch 1.
-uint64_t parameter_count(const ModelConfig& model);
+uint64_t parameter_count(const scenario::ModelConfig& model);
 
-void build_gpt2(GraphBuilder& builder, const ModelConfig& model);
-void build_llama(GraphBuilder& builder, const ModelConfig& model);
-void build_bert(GraphBuilder& builder, const ModelConfig& model);
-void build_vit(GraphBuilder& builder, const ModelConfig& model);
-void build_resnet(GraphBuilder& builder, const ModelConfig& model);
-void build_mlp(GraphBuilder& builder, const ModelConfig& model);
-void build_gpt_neox(GraphBuilder& builder, const ModelConfig& model);
-void build_transformer_encoder(GraphBuilder& builder, const ModelConfig& model);
+void build_gpt2(GraphBuilder& builder, const scenario::ModelConfig& model);
+void build_llama(GraphBuilder& builder, const scenario::ModelConfig& model);
+void build_bert(GraphBuilder& builder, const scenario::ModelConfig& model);
+void build_vit(GraphBuilder& builder, const scenario::ModelConfig& model);
+void build_resnet(GraphBuilder& builder, const scenario::ModelConfig& model);
+void build_mlp(GraphBuilder& builder, const scenario::ModelConfig& model);
+void build_gpt_neox(GraphBuilder& builder, const scenario::ModelConfig& model);
+void build_transformer_encoder(GraphBuilder& builder, const scenario::ModelConfig& model);
 // A model given as a graph file (docs/graph-format.md; graph_file_builder.cc).
-void build_graph(GraphBuilder& builder, const ModelConfig& model);
+void build_graph(GraphBuilder& builder, const scenario::ModelConfig& model);
 
 }  // namespace oomcast::planner::families

@@ -8,6 +8,13 @@
 
 namespace oomcast::planner::families {
 
+using scenario::AttentionImpl;
+using scenario::ModelConfig;
+using scenario::Precision;
+using scenario::families::check_model;
+using scenario::families::default_sequence_length;
+using scenario::families::family_specs;
+
 void build_forward(GraphBuilder& builder, const ModelConfig& model) {
   if (model.graph) return build_graph(builder, model);
   // Overrides (--set model.hidden=770, a scenario's model map) reach here after the reader's

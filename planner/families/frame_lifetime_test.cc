@@ -8,7 +8,11 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
-using oomcast::planner::testing::cpu_scenario;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::JobKind;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::resolve_model;
+using oomcast::scenario::testing::cpu_scenario;
 
 namespace {
 

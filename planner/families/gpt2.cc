@@ -9,6 +9,11 @@
 
 namespace oomcast::planner::families {
 
+using scenario::AttentionImpl;
+using scenario::ModelConfig;
+using scenario::families::dim;
+using scenario::families::option_enabled;
+
 namespace {
 
 struct Gpt2Block {

@@ -5,9 +5,11 @@
 
 namespace oomcast::planner::families {
 
+using scenario::AttentionImpl;
+
 namespace {
 
-using graph::CatalogueOp;
+using scenario::graph::CatalogueOp;
 
 Shape broadcast(const Shape& a, const Shape& b, bool* ok) {
   Shape out(std::max(a.size(), b.size()), 1);
@@ -32,7 +34,7 @@ int64_t product(const Shape& shape) {
 
 }  // namespace
 
-void GraphFileBuilder::run_catalogue_op(const graph::Statement& statement, const graph::OpStatement& op,
+void GraphFileBuilder::run_catalogue_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op,
                                         const std::string& leaf) {
   const SourceLocation& where = statement.where;
   auto need_rank = [&](const char* what, const Shape& shape, size_t rank) {

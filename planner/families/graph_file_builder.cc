@@ -9,6 +9,10 @@
 
 namespace oomcast::planner::families {
 
+using scenario::AttentionImpl;
+using scenario::GraphFile;
+using scenario::ModelConfig;
+
 namespace {
 
 constexpr uint64_t kMaxNumel = uint64_t{1} << 48;
@@ -33,29 +37,29 @@ std::string shape_text(const Shape& shape) {
 }
 
 GraphFileBuilder::GraphFileBuilder(GraphBuilder& builder, const GraphFile& file) : g_(builder), file_(file) {
-  env_.values[graph::kBatchSize] = builder.context().batch;
-  env_.values[graph::kSeqLen] = builder.context().seq_len;
-  env_.values[graph::kImageSize] = builder.context().seq_len;
+  env_.values[scenario::graph::kBatchSize] = builder.context().batch;
+  env_.values[scenario::graph::kSeqLen] = builder.context().seq_len;
+  env_.values[scenario::graph::kImageSize] = builder.context().seq_len;
 }
 
 void GraphFileBuilder::fail_at(const SourceLocation& where, const std::string& key, const std::string& message) const {
   throw InputError(where, key, message);
 }
 
-void GraphFileBuilder::fail_op(const graph::OpStatement& op, const SourceLocation& where,
+void GraphFileBuilder::fail_op(const scenario::graph::OpStatement& op, const SourceLocation& where,
                                const std::string& message) const {
   std::string name = g_.qualified(current_leaf_);
   throw InputError(where, name, "op '" + name + "' (" + op.op + "): " + message);
 }
 
-int64_t GraphFileBuilder::eval(const graph::Expr& expr) { return expr.eval(env_); }
+int64_t GraphFileBuilder::eval(const scenario::graph::Expr& expr) { return expr.eval(env_); }
 
-Shape GraphFileBuilder::eval_shape(const graph::Shape& shape, const SourceLocation& where) {
+Shape GraphFileBuilder::eval_shape(const scenario::graph::Shape& shape, const SourceLocation& where) {
   Shape out;
   out.reserve(shape.dims.size());
-  for (const graph::Expr& dim : shape.dims) {
+  for (const scenario::graph::Expr& dim : shape.dims) {
     int64_t value = dim.eval(env_);
-    if (value < 0 || value > graph::kMaxDimension) {
+    if (value < 0 || value > scenario::graph::kMaxDimension) {
       fail_at(dim.where().line ? dim.where() : where, dim.text(),
               "dimension '" + dim.text() + "' = " + std::to_string(value) + " is outside 0 .. 2^40");
     }
@@ -75,42 +79,42 @@ uint64_t GraphFileBuilder::checked_numel(const Shape& shape, const SourceLocatio
   return numel;
 }
 
-DType GraphFileBuilder::dtype_of(graph::DTypeSpec spec, DType inferred) const {
+DType GraphFileBuilder::dtype_of(scenario::graph::DTypeSpec spec, DType inferred) const {
   switch (spec) {
-    case graph::DTypeSpec::Inferred: return inferred;
-    case graph::DTypeSpec::Param: return g_.precision().parameter_dtype;
-    case graph::DTypeSpec::Float32: return DType::Float32;
-    case graph::DTypeSpec::Float16: return DType::Float16;
-    case graph::DTypeSpec::BFloat16: return DType::BFloat16;
-    case graph::DTypeSpec::Int64: return DType::Int64;
-    case graph::DTypeSpec::Int32: return DType::Int32;
-    case graph::DTypeSpec::Bool: return DType::Bool;
-    case graph::DTypeSpec::UInt8: return DType::UInt8;
+    case scenario::graph::DTypeSpec::Inferred: return inferred;
+    case scenario::graph::DTypeSpec::Param: return g_.precision().parameter_dtype;
+    case scenario::graph::DTypeSpec::Float32: return DType::Float32;
+    case scenario::graph::DTypeSpec::Float16: return DType::Float16;
+    case scenario::graph::DTypeSpec::BFloat16: return DType::BFloat16;
+    case scenario::graph::DTypeSpec::Int64: return DType::Int64;
+    case scenario::graph::DTypeSpec::Int32: return DType::Int32;
+    case scenario::graph::DTypeSpec::Bool: return DType::Bool;
+    case scenario::graph::DTypeSpec::UInt8: return DType::UInt8;
   }
   return inferred;
 }
 
 // Where a name that is not bound yet gets produced later in the file, for the error.
 std::string GraphFileBuilder::where_produced(const std::string& name_text) const {
-  std::function<const graph::Statement*(const std::vector<graph::Statement>&)> search =
-      [&](const std::vector<graph::Statement>& statements) -> const graph::Statement* {
-    for (const graph::Statement& statement : statements) {
-      if (statement.kind == graph::Statement::Kind::Op) {
-        for (const graph::Output& output : statement.op->outputs) {
+  std::function<const scenario::graph::Statement*(const std::vector<scenario::graph::Statement>&)> search =
+      [&](const std::vector<scenario::graph::Statement>& statements) -> const scenario::graph::Statement* {
+    for (const scenario::graph::Statement& statement : statements) {
+      if (statement.kind == scenario::graph::Statement::Kind::Op) {
+        for (const scenario::graph::Output& output : statement.op->outputs) {
           if (output.name.text() == name_text) return &statement;
         }
       }
-      if (const graph::Statement* found = search(statement.body)) return found;
+      if (const scenario::graph::Statement* found = search(statement.body)) return found;
     }
     return nullptr;
   };
-  const graph::Statement* producer = search(file_.forward);
+  const scenario::graph::Statement* producer = search(file_.forward);
   if (producer == nullptr) return "";
   return "; it is produced later, at line " + std::to_string(producer->where.line) + " by op '" +
          producer->op->name.text() + "': the ops are out of program order or form a cycle";
 }
 
-const Binding& GraphFileBuilder::lookup(const graph::Ref& ref, const graph::OpStatement* op) {
+const Binding& GraphFileBuilder::lookup(const scenario::graph::Ref& ref, const scenario::graph::OpStatement* op) {
   std::string name = ref.name.render(env_);
   auto found = names_.find(name);
   if (found != names_.end()) return found->second;
@@ -119,15 +123,15 @@ const Binding& GraphFileBuilder::lookup(const graph::Ref& ref, const graph::OpSt
   fail_at(ref.where, name, message);
 }
 
-const Binding* GraphFileBuilder::lookup_optional(const graph::OpStatement& op, const std::string& argument) {
-  const graph::Ref* ref = op.tensor(argument);
+const Binding* GraphFileBuilder::lookup_optional(const scenario::graph::OpStatement& op, const std::string& argument) {
+  const scenario::graph::Ref* ref = op.tensor(argument);
   if (ref == nullptr) return nullptr;
   const Binding& binding = lookup(*ref, &op);
   return binding.tensor == kNoTensor ? nullptr : &binding;
 }
 
-const Binding& GraphFileBuilder::argument(const graph::OpStatement& op, const std::string& argument) {
-  const graph::Ref* ref = op.tensor(argument);
+const Binding& GraphFileBuilder::argument(const scenario::graph::OpStatement& op, const std::string& argument) {
+  const scenario::graph::Ref* ref = op.tensor(argument);
   const Binding& binding = lookup(*ref, &op);
   if (binding.tensor == kNoTensor) {
     fail_op(op, ref->where, "'" + argument + "' is buffer '" + ref->name.render(env_) + "', which is not registered with " +
@@ -138,24 +142,24 @@ const Binding& GraphFileBuilder::argument(const graph::OpStatement& op, const st
 
 void GraphFileBuilder::bind(const std::string& name, Binding binding) { names_[name] = std::move(binding); }
 
-int64_t GraphFileBuilder::option_integer(const graph::OpStatement& op, const std::string& key, int64_t fallback) {
-  const graph::Option* option = op.option(key);
+int64_t GraphFileBuilder::option_integer(const scenario::graph::OpStatement& op, const std::string& key, int64_t fallback) {
+  const scenario::graph::Option* option = op.option(key);
   return option ? eval(option->number) : fallback;
 }
 
-bool GraphFileBuilder::option_flag(const graph::OpStatement& op, const std::string& key, bool fallback) {
-  const graph::Option* option = op.option(key);
+bool GraphFileBuilder::option_flag(const scenario::graph::OpStatement& op, const std::string& key, bool fallback) {
+  const scenario::graph::Option* option = op.option(key);
   return option ? option->flag : fallback;
 }
 
-void GraphFileBuilder::bind_outputs(const graph::OpStatement& op, const std::vector<TensorId>& tensors,
+void GraphFileBuilder::bind_outputs(const scenario::graph::OpStatement& op, const std::vector<TensorId>& tensors,
                                     const std::vector<Shape>& shapes) {
   if (op.outputs.size() != tensors.size()) {
     fail_op(op, current_->where,
             "binds " + std::to_string(op.outputs.size()) + " names to " + std::to_string(tensors.size()) + " results");
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const graph::Output& output = op.outputs[i];
+    const scenario::graph::Output& output = op.outputs[i];
     checked_numel(shapes[i], output.where);
     if (output.shape.present) {
       Shape stated = eval_shape(output.shape, output.where);
@@ -170,7 +174,7 @@ void GraphFileBuilder::bind_outputs(const graph::OpStatement& op, const std::vec
 }
 
 template <typename Visit>
-void GraphFileBuilder::for_each_iteration(const graph::Statement& statement, Visit visit) {
+void GraphFileBuilder::for_each_iteration(const scenario::graph::Statement& statement, Visit visit) {
   int64_t count = eval(statement.count);
   if (count < 1 || count > 100000) {
     fail_at(statement.where, "repeat", "repeat count " + std::to_string(count) + " is outside 1 .. 100000");
@@ -181,19 +185,19 @@ void GraphFileBuilder::for_each_iteration(const graph::Statement& statement, Vis
   }
 }
 
-void GraphFileBuilder::declare_parameters(const std::vector<graph::Statement>& statements) {
-  for (const graph::Statement& statement : statements) {
-    if (statement.kind == graph::Statement::Kind::Repeat) {
+void GraphFileBuilder::declare_parameters(const std::vector<scenario::graph::Statement>& statements) {
+  for (const scenario::graph::Statement& statement : statements) {
+    if (statement.kind == scenario::graph::Statement::Kind::Repeat) {
       for_each_iteration(statement, [&](const auto& body) { declare_parameters(body); });
       continue;
     }
-    const graph::TensorDecl& decl = *statement.tensor;
+    const scenario::graph::TensorDecl& decl = *statement.tensor;
     std::string name = decl.name.render(env_);
     if (decl.construction_temporary) {
       Shape shape = eval_shape(decl.shape, statement.where);
       checked_numel(shape, statement.where);
       std::optional<DType> dtype;  // `param`: the dtype the parameters are built in
-      if (decl.dtype != graph::DTypeSpec::Param) dtype = dtype_of(decl.dtype, DType::Float32);
+      if (decl.dtype != scenario::graph::DTypeSpec::Param) dtype = dtype_of(decl.dtype, DType::Float32);
       g_.construction_temporary(name, std::move(shape), dtype);
       continue;
     }
@@ -216,13 +220,13 @@ void GraphFileBuilder::declare_parameters(const std::vector<graph::Statement>& s
   }
 }
 
-void GraphFileBuilder::declare_buffers(const std::vector<graph::Statement>& statements) {
-  for (const graph::Statement& statement : statements) {
-    if (statement.kind == graph::Statement::Kind::Repeat) {
+void GraphFileBuilder::declare_buffers(const std::vector<scenario::graph::Statement>& statements) {
+  for (const scenario::graph::Statement& statement : statements) {
+    if (statement.kind == scenario::graph::Statement::Kind::Repeat) {
       for_each_iteration(statement, [&](const auto& body) { declare_buffers(body); });
       continue;
     }
-    const graph::TensorDecl& decl = *statement.tensor;
+    const scenario::graph::TensorDecl& decl = *statement.tensor;
     std::string name = decl.name.render(env_);
     if (names_.count(name)) fail_at(statement.where, name, "'" + name + "' is declared twice");
     Shape shape = eval_shape(decl.shape, statement.where);
@@ -235,13 +239,13 @@ void GraphFileBuilder::declare_buffers(const std::vector<graph::Statement>& stat
   }
 }
 
-void GraphFileBuilder::declare_inputs(const std::vector<graph::Statement>& statements) {
-  for (const graph::Statement& statement : statements) {
-    if (statement.kind == graph::Statement::Kind::Repeat) {
+void GraphFileBuilder::declare_inputs(const std::vector<scenario::graph::Statement>& statements) {
+  for (const scenario::graph::Statement& statement : statements) {
+    if (statement.kind == scenario::graph::Statement::Kind::Repeat) {
       for_each_iteration(statement, [&](const auto& body) { declare_inputs(body); });
       continue;
     }
-    const graph::TensorDecl& decl = *statement.tensor;
+    const scenario::graph::TensorDecl& decl = *statement.tensor;
     std::string name = decl.name.render(env_);
     if (names_.count(name)) fail_at(statement.where, name, "'" + name + "' is declared twice");
     Shape shape = eval_shape(decl.shape, statement.where);
@@ -250,16 +254,16 @@ void GraphFileBuilder::declare_inputs(const std::vector<graph::Statement>& state
   }
 }
 
-void GraphFileBuilder::hold(const std::vector<graph::Ref>& refs) {
-  for (const graph::Ref& ref : refs) {
+void GraphFileBuilder::hold(const std::vector<scenario::graph::Ref>& refs) {
+  for (const scenario::graph::Ref& ref : refs) {
     const Binding& binding = lookup(ref, nullptr);
     if (binding.tensor != kNoTensor) g_.hold(binding.tensor);
   }
 }
 
-void GraphFileBuilder::execute(const std::vector<graph::Statement>& statements) {
-  using Kind = graph::Statement::Kind;
-  for (const graph::Statement& statement : statements) {
+void GraphFileBuilder::execute(const std::vector<scenario::graph::Statement>& statements) {
+  using Kind = scenario::graph::Statement::Kind;
+  for (const scenario::graph::Statement& statement : statements) {
     switch (statement.kind) {
       case Kind::Op:
         run_op(statement, *statement.op);
@@ -294,11 +298,11 @@ void GraphFileBuilder::execute(const std::vector<graph::Statement>& statements) 
   }
 }
 
-void GraphFileBuilder::run_op(const graph::Statement& statement, const graph::OpStatement& op) {
+void GraphFileBuilder::run_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op) {
   if (++ops_run_ > kMaxOps) fail_at(statement.where, "repeat", "the graph runs more than 20000000 ops");
   current_ = &statement;
   current_leaf_ = op.name.render(env_);
-  if (op.id == graph::CatalogueOp::Generic) {
+  if (op.id == scenario::graph::CatalogueOp::Generic) {
     run_generic_op(statement, op, current_leaf_);
   } else {
     run_catalogue_op(statement, op, current_leaf_);

@@ -25,45 +25,45 @@ struct Binding {
 
 class GraphFileBuilder {
  public:
-  GraphFileBuilder(GraphBuilder& builder, const GraphFile& file);
+  GraphFileBuilder(GraphBuilder& builder, const scenario::GraphFile& file);
   void run();
 
  private:
-  void declare_parameters(const std::vector<graph::Statement>& statements);
-  void declare_buffers(const std::vector<graph::Statement>& statements);
-  void declare_inputs(const std::vector<graph::Statement>& statements);
-  void execute(const std::vector<graph::Statement>& statements);
-  void run_op(const graph::Statement& statement, const graph::OpStatement& op);
-  void run_catalogue_op(const graph::Statement& statement, const graph::OpStatement& op, const std::string& leaf);
-  void run_generic_op(const graph::Statement& statement, const graph::OpStatement& op, const std::string& leaf);
-  void hold(const std::vector<graph::Ref>& refs);
+  void declare_parameters(const std::vector<scenario::graph::Statement>& statements);
+  void declare_buffers(const std::vector<scenario::graph::Statement>& statements);
+  void declare_inputs(const std::vector<scenario::graph::Statement>& statements);
+  void execute(const std::vector<scenario::graph::Statement>& statements);
+  void run_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op);
+  void run_catalogue_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op, const std::string& leaf);
+  void run_generic_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op, const std::string& leaf);
+  void hold(const std::vector<scenario::graph::Ref>& refs);
   template <typename Visit>
-  void for_each_iteration(const graph::Statement& statement, Visit visit);
+  void for_each_iteration(const scenario::graph::Statement& statement, Visit visit);
 
   // Name lookups. `op` names the op in errors (nullptr outside ops).
-  const Binding& lookup(const graph::Ref& ref, const graph::OpStatement* op);
-  const Binding* lookup_optional(const graph::OpStatement& op, const std::string& argument);
-  const Binding& argument(const graph::OpStatement& op, const std::string& argument);
+  const Binding& lookup(const scenario::graph::Ref& ref, const scenario::graph::OpStatement* op);
+  const Binding* lookup_optional(const scenario::graph::OpStatement& op, const std::string& argument);
+  const Binding& argument(const scenario::graph::OpStatement& op, const std::string& argument);
   void bind(const std::string& name, Binding binding);
 
-  Shape eval_shape(const graph::Shape& shape, const SourceLocation& where);
-  int64_t eval(const graph::Expr& expr);
-  int64_t option_integer(const graph::OpStatement& op, const std::string& key, int64_t fallback);
-  bool option_flag(const graph::OpStatement& op, const std::string& key, bool fallback);
-  DType dtype_of(graph::DTypeSpec spec, DType inferred) const;
+  Shape eval_shape(const scenario::graph::Shape& shape, const SourceLocation& where);
+  int64_t eval(const scenario::graph::Expr& expr);
+  int64_t option_integer(const scenario::graph::OpStatement& op, const std::string& key, int64_t fallback);
+  bool option_flag(const scenario::graph::OpStatement& op, const std::string& key, bool fallback);
+  DType dtype_of(scenario::graph::DTypeSpec spec, DType inferred) const;
   uint64_t checked_numel(const Shape& shape, const SourceLocation& where);
   // Binds the op's results, checking stated shapes against the derived ones.
-  void bind_outputs(const graph::OpStatement& op, const std::vector<TensorId>& tensors, const std::vector<Shape>& shapes);
+  void bind_outputs(const scenario::graph::OpStatement& op, const std::vector<TensorId>& tensors, const std::vector<Shape>& shapes);
 
-  [[noreturn]] void fail_op(const graph::OpStatement& op, const SourceLocation& where, const std::string& message) const;
+  [[noreturn]] void fail_op(const scenario::graph::OpStatement& op, const SourceLocation& where, const std::string& message) const;
   [[noreturn]] void fail_at(const SourceLocation& where, const std::string& key, const std::string& message) const;
   std::string where_produced(const std::string& name_text) const;
 
   GraphBuilder& g_;
-  const GraphFile& file_;
-  graph::Environment env_;
+  const scenario::GraphFile& file_;
+  scenario::graph::Environment env_;
   std::unordered_map<std::string, Binding> names_;
-  const graph::Statement* current_ = nullptr;  // the statement being run, for error locations
+  const scenario::graph::Statement* current_ = nullptr;  // the statement being run, for error locations
   std::string current_leaf_;
   int64_t ops_run_ = 0;
 };

@@ -9,7 +9,10 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
-using oomcast::planner::testing::error_of;
+using oomcast::scenario::CheckpointMode;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::resolve_model;
+using oomcast::scenario::testing::error_of;
 
 namespace {
 
@@ -35,14 +38,14 @@ const char* kTail = "outputs: {loss: loss}\n";
 std::string plan_error(const std::string& name, const std::string& forward) {
   std::string path = graph_file(name, std::string(kHeader) + forward + kTail);
   return error_of([&] {
-    Scenario scenario = testing::cpu_scenario("mlp", 2, 1);
+    Scenario scenario = oomcast::scenario::testing::cpu_scenario("mlp", 2, 1);
     scenario.model = resolve_model(path, "");
     plan_steps(scenario);
   });
 }
 
 Scenario scenario_for(const std::string& path) {
-  Scenario scenario = testing::cpu_scenario("mlp", 2, 1);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("mlp", 2, 1);
   scenario.model = resolve_model(path, "");
   return scenario;
 }

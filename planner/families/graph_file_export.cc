@@ -10,6 +10,8 @@
 
 namespace oomcast::planner::families {
 
+using scenario::op_kind_name;
+
 namespace {
 
 std::string quoted(const std::string& text) {

@@ -13,6 +13,12 @@
 #include "sim/trace_io.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::CheckpointMode;
+using oomcast::scenario::OptimizerType;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::resolve_model;
 
 namespace {
 
@@ -46,7 +52,7 @@ void require_same_schedule(const Scenario& preset, const std::string& graph_file
 }  // namespace
 
 TEST_CASE("the gpt2-tiny graph file plans to the preset's schedule event for event", "[graph_file]") {
-  Scenario scenario = testing::cpu_scenario("gpt2-tiny", 2, 64);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("gpt2-tiny", 2, 64);
   SECTION("fp32, SDPA math, CPU") {}
   SECTION("amp_bf16, eager attention with its mask buffers, dropout") {
     scenario.precision = Precision::AmpBf16;
@@ -79,7 +85,7 @@ TEST_CASE("the gpt2-tiny graph file plans to the preset's schedule event for eve
 }
 
 TEST_CASE("the mlp graph file plans to the preset's schedule event for event", "[graph_file]") {
-  Scenario scenario = testing::cpu_scenario("mlp", 8, 1);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("mlp", 8, 1);
   SECTION("fp32 adamw") {}
   SECTION("amp_bf16 sgd with momentum, eval") {
     scenario.precision = Precision::AmpBf16;
@@ -91,7 +97,7 @@ TEST_CASE("the mlp graph file plans to the preset's schedule event for event", "
 }
 
 TEST_CASE("the llama-tiny graph file plans to the preset's schedule event for event", "[graph_file]") {
-  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 2, 32);
   SECTION("fp32, SDPA math, CPU") {}
   SECTION("amp_bf16, eager attention, dropout, torch 1.13 formulas") {
     scenario.precision = Precision::AmpBf16;
@@ -152,7 +158,7 @@ void require_export_plans_like_preset(const Scenario& scenario) {
 
 TEST_CASE("a family exported as generic ops plans to the preset's events", "[graph_file]") {
   std::string preset = GENERATE(as<std::string>{}, "gpt2-tiny", "llama-tiny", "mlp");
-  Scenario scenario = testing::cpu_scenario(preset, 2, preset == "mlp" ? 1 : 32);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario(preset, 2, preset == "mlp" ? 1 : 32);
   SECTION("fp32, dropout, CPU") { scenario.dropout = 0.1; }
   SECTION("fp32, full checkpointing, GPU") {
     scenario.checkpointing.mode = CheckpointMode::Full;
@@ -171,7 +177,7 @@ TEST_CASE("a family exported as generic ops plans to the preset's events", "[gra
 TEST_CASE("generic ops named by their aten ops follow autocast as the catalogue's ops do", "[graph_file]") {
   // Within an op the generic addmm casts its inputs in argument order (bias first), the
   // catalogue's linear x first: the same bytes live at every phase boundary and the same peak.
-  Scenario scenario = testing::cpu_scenario("mlp", 8, 1);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("mlp", 8, 1);
   SECTION("fp32") {}
   SECTION("amp_bf16: matmuls in bf16 through the weight cache, log_softmax in fp32") {
     scenario.precision = Precision::AmpBf16;

@@ -9,6 +9,9 @@
 
 namespace oomcast::planner::families {
 
+using scenario::OpKind;
+using scenario::parse_op_kind;
+
 namespace {
 
 enum class AutocastClass : uint8_t { None, Lower, Fp32 };
@@ -104,7 +107,7 @@ OpKind default_kind(const std::string& name) {
 
 }  // namespace
 
-void GraphFileBuilder::run_generic_op(const graph::Statement& statement, const graph::OpStatement& op,
+void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op,
                                       const std::string& leaf) {
   const PrecisionRules& rules = g_.precision();
   const std::string aten = base_name(op.aten.empty() ? op.op : op.aten);
@@ -145,7 +148,7 @@ void GraphFileBuilder::run_generic_op(const graph::Statement& statement, const g
   std::vector<TensorId> outputs;
   std::vector<Shape> shapes;
   for (size_t i = 0; i < op.outputs.size(); ++i) {
-    const graph::Output& output = op.outputs[i];
+    const scenario::graph::Output& output = op.outputs[i];
     Shape shape = eval_shape(output.shape, output.where);
     uint64_t numel = checked_numel(shape, output.where);
     std::string name = leaf + (i == 0 ? std::string(".out") : ".out" + std::to_string(i));
@@ -160,7 +163,7 @@ void GraphFileBuilder::run_generic_op(const graph::Statement& statement, const g
 
   // Saved tensors: an input's name means the tensor the kernel received (its autocast copy).
   std::vector<TensorId> saved;
-  for (const graph::Ref& ref : op.saves) {
+  for (const scenario::graph::Ref& ref : op.saves) {
     std::string name = ref.name.render(env_);
     TensorId tensor = kNoTensor;
     for (size_t i = 0; i < op.outputs.size() && tensor == kNoTensor; ++i) {
@@ -176,10 +179,10 @@ void GraphFileBuilder::run_generic_op(const graph::Statement& statement, const g
     if (tensor != kNoTensor) saved.push_back(tensor);
   }
 
-  auto temporaries = [&](const std::vector<graph::Temporary>& list) {
+  auto temporaries = [&](const std::vector<scenario::graph::Temporary>& list) {
     std::vector<Transient> out;
     DType fallback = outputs.empty() ? computed : g_.tensor(outputs[0]).dtype;
-    for (const graph::Temporary& temporary : list) {
+    for (const scenario::graph::Temporary& temporary : list) {
       uint64_t bytes = 0;
       if (temporary.shape.present) {
         Shape shape = eval_shape(temporary.shape, statement.where);
@@ -199,12 +202,12 @@ void GraphFileBuilder::run_generic_op(const graph::Statement& statement, const g
 
   std::vector<GradRule> grads;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    graph::GradSpec spec = i < op.grads.size() ? op.grads[i] : graph::GradSpec::Default;
+    scenario::graph::GradSpec spec = i < op.grads.size() ? op.grads[i] : scenario::graph::GradSpec::Default;
     switch (spec) {
-      case graph::GradSpec::New: grads.push_back(GradRule::New); break;
-      case graph::GradSpec::Pass: grads.push_back(GradRule::PassThrough); break;
-      case graph::GradSpec::None: grads.push_back(GradRule::None); break;
-      case graph::GradSpec::Default:
+      case scenario::graph::GradSpec::New: grads.push_back(GradRule::New); break;
+      case scenario::graph::GradSpec::Pass: grads.push_back(GradRule::PassThrough); break;
+      case scenario::graph::GradSpec::None: grads.push_back(GradRule::None); break;
+      case scenario::graph::GradSpec::Default:
         grads.push_back(is_floating(g_.tensor(inputs[i]).dtype) ? GradRule::New : GradRule::None);
         break;
     }

@@ -12,6 +12,8 @@
 
 using namespace oomcast;
 using namespace oomcast::planner;
+using oomcast::scenario::ModelConfig;
+using oomcast::scenario::resolve_model;
 using oomcast::planner::families::parameter_count;
 
 namespace {

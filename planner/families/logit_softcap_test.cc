@@ -5,8 +5,11 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::OptimizerType;
+using oomcast::scenario::Scenario;
 using oomcast::planner::testing::check_schedule;
-using oomcast::planner::testing::inline_model;
+using oomcast::scenario::testing::inline_model;
 
 namespace {
 

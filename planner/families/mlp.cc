@@ -8,6 +8,10 @@
 
 namespace oomcast::planner::families {
 
+using scenario::ModelConfig;
+using scenario::families::dim;
+using scenario::families::option_enabled;
+
 void build_mlp(GraphBuilder& g, const ModelConfig& model) {
   const int64_t input = dim(model, "input");
   const int64_t hidden = dim(model, "hidden");

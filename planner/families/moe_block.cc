@@ -13,6 +13,10 @@
 
 namespace oomcast::planner::families {
 
+using scenario::ModelConfig;
+using scenario::families::dim;
+using scenario::families::option_enabled;
+
 DenseMlp register_dense_mlp(GraphBuilder& g, const std::string& name, int64_t hidden, int64_t ffn, bool fused,
                             bool bias, bool mixtral_names) {
   DenseMlp mlp;

@@ -40,7 +40,7 @@ struct MoeShape {
   bool sparse_layer(int64_t layer) const;
 };
 
-MoeShape read_moe_shape(const ModelConfig& model);
+MoeShape read_moe_shape(const scenario::ModelConfig& model);
 
 struct MoeBlock {
   TensorId router = kNoTensor;

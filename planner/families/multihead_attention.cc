@@ -8,6 +8,8 @@
 
 namespace oomcast::planner::families {
 
+using scenario::AttentionImpl;
+
 MultiheadAttentionWeights multihead_attention_parameters(GraphBuilder& g, const std::string& module, int64_t hidden) {
   MultiheadAttentionWeights w;
   w.in_proj_weight = g.parameter(module + ".in_proj_weight", {3 * hidden, hidden});

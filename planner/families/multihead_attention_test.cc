@@ -9,7 +9,10 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
-using oomcast::planner::testing::inline_model;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::OptimizerType;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::testing::inline_model;
 
 namespace {
 

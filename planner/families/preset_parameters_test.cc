@@ -14,6 +14,9 @@
 
 using namespace oomcast;
 using namespace oomcast::planner;
+using oomcast::scenario::ModelConfig;
+using oomcast::scenario::preset_names;
+using oomcast::scenario::resolve_model;
 using oomcast::planner::families::parameter_count;
 
 namespace {

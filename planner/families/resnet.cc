@@ -10,6 +10,9 @@
 
 namespace oomcast::planner::families {
 
+using scenario::ModelConfig;
+using scenario::families::dim;
+
 namespace {
 
 struct BatchNormParams {

@@ -16,6 +16,10 @@
 
 namespace oomcast::planner::families {
 
+using scenario::ModelConfig;
+using scenario::families::dim;
+using scenario::families::option_enabled;
+
 namespace {
 
 struct EncoderLayer {

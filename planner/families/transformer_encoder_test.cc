@@ -6,8 +6,12 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::ModelConfig;
+using oomcast::scenario::OptimizerType;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::resolve_model;
 using oomcast::planner::families::parameter_count;
-using oomcast::planner::testing::inline_model;
+using oomcast::scenario::testing::inline_model;
 
 namespace {
 

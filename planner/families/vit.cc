@@ -12,6 +12,10 @@
 
 namespace oomcast::planner::families {
 
+using scenario::ModelConfig;
+using scenario::OpKind;
+using scenario::families::dim;
+
 namespace {
 
 struct VitLayer {

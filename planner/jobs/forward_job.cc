@@ -25,6 +25,13 @@
 
 namespace oomcast::planner {
 
+using scenario::CapturedPhase;
+using scenario::CheckpointConfig;
+using scenario::CudaGraphConfig;
+using scenario::JobKind;
+using scenario::JobSection;
+using scenario::Scenario;
+
 namespace {
 
 LayerGraph forward_graph(const Scenario& s, int64_t batch, int64_t seq_len) {
@@ -61,7 +68,7 @@ PlannedTrace plan_forward_job(const Scenario& s) {
   if (s.batch_size <= 0) throw InputError(SourceLocation{}, "batch_size", "batch_size must be positive");
   if (job.batches <= 0) throw InputError(SourceLocation{}, "job.batches", "job.batches must be positive");
   const bool grad_enabled = job.kind == JobKind::Forward;
-  const int64_t seq_len = s.seq_len > 0 ? s.seq_len : families::default_sequence_length(s.model);
+  const int64_t seq_len = s.seq_len > 0 ? s.seq_len : scenario::families::default_sequence_length(s.model);
   GraphBuilder builder(scenario_build_context(s, seq_len, /*training=*/!job.eval_mode, grad_enabled));
   families::build_forward(builder, s.model);
   LayerGraph graph = builder.finish();

@@ -10,6 +10,6 @@
 namespace oomcast::planner {
 
 // Requires scenario.job.job.kind to be Inference or Forward.
-PlannedTrace plan_forward_job(const Scenario& scenario);
+PlannedTrace plan_forward_job(const scenario::Scenario& scenario);
 
 }  // namespace oomcast::planner

@@ -33,6 +33,16 @@
 
 namespace oomcast::planner {
 
+using scenario::CapturedPhase;
+using scenario::CheckpointConfig;
+using scenario::CudaGraphConfig;
+using scenario::GenerateConfig;
+using scenario::KvCacheKind;
+using scenario::ModelConfig;
+using scenario::OpKind;
+using scenario::Scenario;
+using scenario::saturating_product;
+
 namespace {
 
 struct CacheShape {

@@ -8,6 +8,6 @@
 namespace oomcast::planner {
 
 // Requires scenario.job.job.kind == Generate and a decoder family.
-PlannedTrace plan_generate_job(const Scenario& scenario);
+PlannedTrace plan_generate_job(const scenario::Scenario& scenario);
 
 }  // namespace oomcast::planner

@@ -5,8 +5,12 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::GenerateConfig;
+using oomcast::scenario::JobKind;
+using oomcast::scenario::KvCacheKind;
+using oomcast::scenario::Scenario;
 using oomcast::planner::testing::check_schedule;
-using oomcast::planner::testing::cpu_scenario;
+using oomcast::scenario::testing::cpu_scenario;
 
 namespace {
 
@@ -80,7 +84,7 @@ TEST_CASE("a generation beyond the work limit is refused naming job.new_tokens, 
   Scenario s = generate_scenario(KvCacheKind::Dynamic);
   s.job.job.generate.new_tokens = 1 << 20;
   s.job.job.generate.max_cache_len = 0;
-  const std::string error = testing::error_of([&] { plan_steps(s); });
+  const std::string error = oomcast::scenario::testing::error_of([&] { plan_steps(s); });
   CHECK_THAT(error, Catch::Contains("job.new_tokens"));
   CHECK_THAT(error, Catch::Contains("over the limit of 20000000"));
 }

@@ -9,8 +9,19 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::CheckpointMode;
+using oomcast::scenario::JobKind;
+using oomcast::scenario::LoadMethod;
+using oomcast::scenario::LoraConfig;
+using oomcast::scenario::OptimizerType;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::TrainableKind;
+using oomcast::scenario::WeightFormat;
+using oomcast::scenario::WeightsConfig;
 using oomcast::planner::testing::check_schedule;
-using oomcast::planner::testing::cpu_scenario;
+using oomcast::scenario::testing::cpu_scenario;
 
 namespace {
 
@@ -210,7 +221,7 @@ TEST_CASE("QLoRA's headline: a 65B Llama fine-tunes on one 48 GB GPU with the pa
   // Dettmers et al. 2023: NF4 + double quantization, bf16 compute, LoRA r=64 on every linear,
   // gradient checkpointing, paged 8-bit AdamW (paging not modelled), one 512-token sequence.
   Scenario s;
-  s.model = testing::inline_model("llama", {{"layers", 80}, {"hidden", 8192}, {"heads", 64}, {"kv_heads", 64},
+  s.model = oomcast::scenario::testing::inline_model("llama", {{"layers", 80}, {"hidden", 8192}, {"heads", 64}, {"kv_heads", 64},
                                             {"ffn_hidden", 22016}, {"vocab", 32000}, {"max_positions", 2048}});
   s.batch_size = 1;
   s.seq_len = 512;

@@ -29,6 +29,11 @@
 
 namespace oomcast::planner {
 
+using scenario::CheckpointConfig;
+using scenario::EvalConfig;
+using scenario::JobKind;
+using scenario::Scenario;
+
 namespace {
 
 void check_positive(int64_t value, const char* key) {
@@ -136,7 +141,7 @@ void LoopPlanner::run() {
   check_positive(s.iterations, "iterations");
   check_positive(s.grad_accum_steps, "grad_accum_steps");
   if (s.dropout < 0.0 || s.dropout >= 1.0) throw InputError(SourceLocation{}, "dropout", "dropout must be in [0, 1)");
-  const int64_t seq_len = s.seq_len > 0 ? s.seq_len : families::default_sequence_length(s.model);
+  const int64_t seq_len = s.seq_len > 0 ? s.seq_len : scenario::families::default_sequence_length(s.model);
   const PrecisionRules rules = job_precision_rules(s);
 
   LayerGraph graph = build_graph(s, seq_len, /*training=*/true, /*grad_enabled=*/true);
@@ -145,7 +150,7 @@ void LoopPlanner::run() {
   // The offload traffic is the step-time model's (timing/), so the job adds it to the summary.
   out_->parallel.offload = estimate_offload_cost(s, out_->parallel.sizes.parameters);
   out_->parallel.offloads = out_->parallel.offload.host_to_device_bytes + out_->parallel.offload.device_to_host_bytes > 0;
-  const families::FamilySpec* spec = families::find_family(s.model.family);
+  const scenario::families::FamilySpec* spec = scenario::families::find_family(s.model.family);
   std::vector<std::string> outputs;  // a graph file's are the ones it names
   if (spec) outputs = spec->outputs;
   for (const auto& [name, tensor] : graph.named_outputs) {
@@ -288,7 +293,7 @@ void LoopPlanner::run() {
 }  // namespace
 
 LayerGraph build_training_graph(const Scenario& scenario) {
-  const int64_t seq_len = scenario.seq_len > 0 ? scenario.seq_len : families::default_sequence_length(scenario.model);
+  const int64_t seq_len = scenario.seq_len > 0 ? scenario.seq_len : scenario::families::default_sequence_length(scenario.model);
   return build_graph(scenario, seq_len, /*training=*/true, /*grad_enabled=*/true);
 }
 

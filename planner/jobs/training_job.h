@@ -13,9 +13,9 @@
 namespace oomcast::planner {
 
 // Builds the schedule. Throws InputError for a scenario the model family cannot honour.
-PlannedTrace plan_steps(const Scenario& scenario);
+PlannedTrace plan_steps(const scenario::Scenario& scenario);
 
 // The layer graph one training micro-batch runs (what plan_steps schedules).
-LayerGraph build_training_graph(const Scenario& scenario);
+LayerGraph build_training_graph(const scenario::Scenario& scenario);
 
 }  // namespace oomcast::planner

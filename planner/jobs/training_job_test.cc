@@ -7,9 +7,15 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::CheckpointMode;
+using oomcast::scenario::OptimizerImpl;
+using oomcast::scenario::OptimizerType;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
 using oomcast::planner::testing::check_schedule;
-using oomcast::planner::testing::cpu_scenario;
-using oomcast::planner::testing::inline_model;
+using oomcast::scenario::testing::cpu_scenario;
+using oomcast::scenario::testing::inline_model;
 
 namespace {
 

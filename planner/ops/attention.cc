@@ -8,6 +8,9 @@
 
 namespace oomcast::planner::ops {
 
+using scenario::AttentionImpl;
+using scenario::OpKind;
+
 namespace {
 
 uint64_t round_up(uint64_t value, uint64_t multiple) { return (value + multiple - 1) / multiple * multiple; }

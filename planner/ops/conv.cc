@@ -4,6 +4,8 @@
 
 namespace oomcast::planner::ops {
 
+using scenario::OpKind;
+
 TensorId conv2d(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, TensorId bias,
                 const ConvShape& shape, int64_t* height, int64_t* width) {
   std::string name(leaf);

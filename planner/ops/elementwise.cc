@@ -4,6 +4,8 @@
 
 namespace oomcast::planner::ops {
 
+using scenario::OpKind;
+
 namespace {
 
 // An op with one new output shaped like x that saves `save_input` / `save_output`.

@@ -4,6 +4,8 @@
 
 namespace oomcast::planner::ops {
 
+using scenario::OpKind;
+
 TensorId embedding(GraphBuilder& g, std::string_view leaf, TensorId indices, TensorId weight, int64_t dim) {
   std::string name(leaf);
   uint64_t tokens = g.tensor(indices).numel;

@@ -10,6 +10,9 @@
 
 namespace oomcast::planner {
 
+using scenario::CheckpointMode;
+using scenario::OpKind;
+
 uint64_t shape_numel(const std::vector<int64_t>& shape) {
   uint64_t numel = 1;
   for (int64_t dim : shape) numel *= static_cast<uint64_t>(dim);

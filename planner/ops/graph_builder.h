@@ -20,7 +20,7 @@ namespace oomcast::planner {
 // What the forward being built looks like: train or eval, grad mode, sizes from the scenario.
 struct BuildContext {
   PrecisionRules precision;
-  AttentionImpl attention = AttentionImpl::SdpaMath;
+  scenario::AttentionImpl attention = scenario::AttentionImpl::SdpaMath;
   double dropout = 0.0;
   bool training = true;       // model.train(): dropout active, batch norm updates stats
   bool grad_enabled = true;   // false under torch.no_grad()
@@ -37,13 +37,13 @@ struct BuildContext {
   bool moe_worst_case = true;
   // The job's trainable subset, LoRA adapters and weight formats (planner/trainable_policy.h);
   // nullptr: every parameter trains, weights as the precision says.
-  const JobConfig* job = nullptr;
+  const scenario::JobConfig* job = nullptr;
   // PEFT's enable_input_require_grads(): the output of an embedding of the batch's token ids
   // is made to require grad (a leaf the graph keeps), so later blocks build graphs.
   bool input_require_grads = false;
   // Reentrant torch.utils.checkpoint per block (unit): a block none of whose inputs requires
   // grad runs without a graph (its parameters get no gradient).
-  CheckpointMode checkpoint_mode = CheckpointMode::None;
+  scenario::CheckpointMode checkpoint_mode = scenario::CheckpointMode::None;
   int64_t checkpoint_every_n = 1;
 };
 
@@ -83,7 +83,7 @@ class GraphBuilder {
 
   // Appends an op. Outputs get requires_grad when grad mode is on and an input requires it;
   // saved tensors are dropped when no grad node is recorded.
-  OpNode& add_op(OpKind kind, std::string_view leaf, std::vector<TensorId> inputs,
+  OpNode& add_op(scenario::OpKind kind, std::string_view leaf, std::vector<TensorId> inputs,
                  std::vector<TensorId> outputs, std::vector<GradRule> input_grads);
   // Finishes the op most recently added (applies the grad-mode rule to its saved list).
   void finish_op(OpNode& op);

@@ -7,6 +7,8 @@
 
 namespace oomcast::planner::ops {
 
+using scenario::OpKind;
+
 TensorId linear(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, TensorId bias,
                 int64_t in_features, int64_t out_features, bool copy_input) {
   if (g.context().job != nullptr) {

@@ -22,6 +22,12 @@
 
 namespace oomcast::planner::ops {
 
+using scenario::JobConfig;
+using scenario::LoraConfig;
+using scenario::OpKind;
+using scenario::WeightFormat;
+using scenario::WeightsConfig;
+
 namespace {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }

@@ -23,6 +23,6 @@ struct QuantizedStorage {
   uint64_t weight_bytes = 0;   // packed int8 / two 4-bit codes per byte
   uint64_t state_bytes = 0;    // absmax (and its second-level scales), code tables, row scales
 };
-QuantizedStorage quantized_storage(const WeightsConfig& weights, uint64_t numel, int64_t out_features);
+QuantizedStorage quantized_storage(const scenario::WeightsConfig& weights, uint64_t numel, int64_t out_features);
 
 }  // namespace oomcast::planner::ops

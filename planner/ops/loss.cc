@@ -5,6 +5,8 @@
 
 namespace oomcast::planner::ops {
 
+using scenario::OpKind;
+
 TensorId cross_entropy(GraphBuilder& g, std::string_view leaf, TensorId logits, TensorId targets, int64_t classes) {
   std::string name(leaf);
   const PrecisionRules& rules = g.precision();

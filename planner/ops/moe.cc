@@ -5,6 +5,8 @@
 
 namespace oomcast::planner::ops {
 
+using scenario::OpKind;
+
 Routing top_k_routing(GraphBuilder& g, std::string_view leaf, TensorId logits, int64_t experts, int64_t top_k,
                       bool normalize, DType weights_dtype) {
   std::string name(leaf);

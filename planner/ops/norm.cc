@@ -5,6 +5,8 @@
 
 namespace oomcast::planner::ops {
 
+using scenario::OpKind;
+
 TensorId layer_norm(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, TensorId bias,
                     int64_t hidden, bool noncontiguous_input) {
   std::string name(leaf);

@@ -102,7 +102,7 @@ TensorId attention(GraphBuilder& g, std::string_view leaf, TensorId q, TensorId 
                    const AttentionShape& shape);
 // The same with the implementation given (a caller whose code picks its own kernel).
 TensorId attention_with(GraphBuilder& g, std::string_view leaf, TensorId q, TensorId k, TensorId v,
-                        const AttentionShape& shape, AttentionImpl impl);
+                        const AttentionShape& shape, scenario::AttentionImpl impl);
 // batched matmul of two 4-D tensors as torch.matmul does it: operands that cannot be viewed
 // as 3-D are copied first, and bmm saves the (copied) operands. `inner` (the contracted
 // dimension) gives the op its FLOPs for the step-time model; 0 leaves them unknown.

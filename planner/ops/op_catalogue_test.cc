@@ -9,6 +9,9 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::OpKind;
+using oomcast::scenario::Precision;
 
 namespace {
 
@@ -46,7 +49,7 @@ uint64_t block_saved_bytes(const LayerGraph& graph, int32_t unit) {
 
 LayerGraph gpt2_block_graph(Precision precision, AttentionImpl attention, int64_t batch, int64_t seq) {
   GraphBuilder builder(context_for(precision, attention, 0.1, batch, seq));
-  families::build_gpt2(builder, testing::inline_model("gpt2", {{"layers", 1}, {"hidden", 64}, {"heads", 4},
+  families::build_gpt2(builder, oomcast::scenario::testing::inline_model("gpt2", {{"layers", 1}, {"hidden", 64}, {"heads", 4},
                                                                 {"vocab", 128}, {"max_positions", 64}}));
   return builder.finish();
 }

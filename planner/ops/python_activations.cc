@@ -5,6 +5,8 @@
 
 namespace oomcast::planner::ops {
 
+using scenario::OpKind;
+
 TensorId gelu_tanh_python(GraphBuilder& g, std::string_view leaf, TensorId x) {
   std::string name(leaf);
   // Python evaluates 0.5 * input first, then the parenthesis, then the product.

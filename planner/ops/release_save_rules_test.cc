@@ -10,6 +10,9 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::OpKind;
+using oomcast::scenario::Precision;
 
 namespace {
 
@@ -43,7 +46,7 @@ const OpNode& last_op_of_kind(const LayerGraph& graph, OpKind kind) {
 
 LayerGraph tiny_bert(Precision precision, AttentionImpl attention) {
   GraphBuilder g(context_for(precision, attention, 206));
-  families::build_bert(g, testing::inline_model("bert", {{"layers", 1}, {"hidden", 32}, {"heads", 2}, {"ffn_hidden", 64},
+  families::build_bert(g, oomcast::scenario::testing::inline_model("bert", {{"layers", 1}, {"hidden", 32}, {"heads", 2}, {"ffn_hidden", 64},
                                                          {"vocab", 64}, {"max_positions", 16}, {"type_vocab", 2},
                                                          {"num_labels", 2}}));
   return g.finish();

@@ -4,6 +4,8 @@
 
 namespace oomcast::planner::ops {
 
+using scenario::OpKind;
+
 TensorId view(GraphBuilder& g, std::string_view leaf, TensorId x, uint64_t numel) {
   std::string name(leaf);
   TensorId out = g.view(x, name, numel);

@@ -12,12 +12,16 @@
 #include "sim/replay.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::FloatDtype;
+using oomcast::scenario::ParallelEngine;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
 using oomcast::sim::EventKind;
 
 namespace {
 
 Scenario fsdp_job(bool limit_all_gathers = true) {
-  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32, Precision::AmpBf16);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 2, 32, Precision::AmpBf16);
   scenario.device.is_cpu = false;
   scenario.parallel.engine = ParallelEngine::Fsdp;
   scenario.parallel.world_size = 4;
@@ -114,7 +118,7 @@ TEST_CASE("without limit_all_gathers the resharded parameters wait longer and FS
 namespace {
 
 Scenario deepspeed_job(int stage, bool overlap_comm) {
-  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32, Precision::AmpBf16);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 2, 32, Precision::AmpBf16);
   scenario.device.is_cpu = false;
   scenario.parallel.engine = ParallelEngine::DeepSpeed;
   scenario.parallel.world_size = 4;

@@ -19,6 +19,8 @@
 
 namespace oomcast::planner {
 
+using scenario::Scenario;
+
 namespace {
 
 // torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES: the first bucket is capped at 1 MiB so the

@@ -71,6 +71,10 @@
 
 namespace oomcast::planner {
 
+using scenario::OffloadDevice;
+using scenario::Scenario;
+using scenario::ZeroConfig;
+
 namespace {
 
 // DeepSpeedZeroOptimizer_Stage3.max_param_reduce_events.

@@ -11,6 +11,11 @@
 #include "planner/parallel/rank_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::FloatDtype;
+using oomcast::scenario::ParallelEngine;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::TrainableKind;
 using oomcast::planner::testing::CategoryBytes;
 using oomcast::planner::testing::live_by_category;
 
@@ -20,7 +25,7 @@ constexpr uint64_t kPsi = 106'816;
 constexpr uint64_t kAdapters = 1'792;
 
 Scenario tiny_lora(ParallelEngine engine, int64_t world, Precision precision) {
-  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32, precision);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 2, 32, precision);
   scenario.parallel.engine = engine;
   scenario.parallel.world_size = world;
   scenario.parallel.gpus_per_node = world;
@@ -149,7 +154,7 @@ TEST_CASE("FSDP use_orig_params keeps whole-unit sharded grads but optimizer sta
 TEST_CASE("the FSDP rank planned is the one whose slices hold the most trainable elements", "[parallel][frozen]") {
   // Only each block's down_proj (128 -> 64: 8,192 elements) trains. It is the last parameter
   // of its 36,992-element unit: with N = 2 (slices of 18,496) it lies wholly in rank 1's.
-  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 2, 32);
   scenario.job.training.kind = TrainableKind::Patterns;
   scenario.job.training.patterns = {"down_proj"};
   LayerGraph graph = build_training_graph(scenario);

@@ -43,6 +43,10 @@
 
 namespace oomcast::planner {
 
+using scenario::Fsdp2Config;
+using scenario::Scenario;
+using scenario::float_dtype_bytes;
+
 namespace {
 
 class Fsdp2Rank : public ParallelRank {

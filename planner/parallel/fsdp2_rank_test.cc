@@ -11,6 +11,12 @@
 #include "sim/replay.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::CheckpointMode;
+using oomcast::scenario::FloatDtype;
+using oomcast::scenario::ParallelEngine;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::TrainableKind;
 using oomcast::planner::testing::CategoryBytes;
 using oomcast::planner::testing::live_by_category;
 using oomcast::sim::EventKind;
@@ -20,7 +26,7 @@ namespace {
 constexpr uint64_t kPsi = 106'816;
 
 Scenario fsdp2_job(int64_t world, bool reshard_after_forward = true) {
-  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32, Precision::PureBf16);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 2, 32, Precision::PureBf16);
   scenario.device.is_cpu = false;
   scenario.parallel.engine = ParallelEngine::Fsdp2;
   scenario.parallel.world_size = world;

@@ -32,6 +32,13 @@
 
 namespace oomcast::planner {
 
+using scenario::FsdpAutoWrap;
+using scenario::FsdpBackwardPrefetch;
+using scenario::FsdpConfig;
+using scenario::FsdpSharding;
+using scenario::Scenario;
+using scenario::float_dtype_bytes;
+
 namespace {
 
 class FsdpRank : public ParallelRank {

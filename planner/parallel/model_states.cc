@@ -10,6 +10,18 @@
 
 namespace oomcast::planner {
 
+using scenario::Fsdp2Config;
+using scenario::FsdpConfig;
+using scenario::FsdpSharding;
+using scenario::OffloadDevice;
+using scenario::OptimizerConfig;
+using scenario::OptimizerType;
+using scenario::ParallelConfig;
+using scenario::ParallelEngine;
+using scenario::Precision;
+using scenario::ZeroConfig;
+using scenario::float_dtype_bytes;
+
 namespace {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }

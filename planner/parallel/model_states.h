@@ -46,9 +46,9 @@ struct ModelStateBytes {
 };
 
 // Bytes per element the optimizer keeps besides the master copy (Adam/AdamW: m and v in fp32).
-uint64_t optimizer_moment_bytes(const OptimizerConfig& optimizer);
+uint64_t optimizer_moment_bytes(const scenario::OptimizerConfig& optimizer);
 
-ModelStateBytes model_state_bytes(const ParallelConfig& parallel, Precision precision,
-                                  const OptimizerConfig& optimizer, const ModelSizes& sizes);
+ModelStateBytes model_state_bytes(const scenario::ParallelConfig& parallel, scenario::Precision precision,
+                                  const scenario::OptimizerConfig& optimizer, const ModelSizes& sizes);
 
 }  // namespace oomcast::planner

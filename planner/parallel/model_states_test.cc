@@ -7,6 +7,11 @@
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::OffloadDevice;
+using oomcast::scenario::ParallelEngine;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::ZeroConfig;
 
 namespace {
 
@@ -14,7 +19,7 @@ namespace {
 ParallelSummary summary_for(const std::string& model, int stage, int64_t world, int64_t gpus_per_node,
                             OffloadDevice optimizer_offload = OffloadDevice::None,
                             OffloadDevice param_offload = OffloadDevice::None) {
-  Scenario scenario = testing::cpu_scenario(model, 1, 16, Precision::PureBf16);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario(model, 1, 16, Precision::PureBf16);
   scenario.iterations = 1;
   scenario.parallel.engine = ParallelEngine::DeepSpeed;
   scenario.parallel.world_size = world;

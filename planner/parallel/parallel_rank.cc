@@ -11,6 +11,19 @@
 
 namespace oomcast::planner {
 
+using scenario::Fsdp2Config;
+using scenario::FsdpAutoWrap;
+using scenario::FsdpConfig;
+using scenario::FsdpSharding;
+using scenario::OffloadDevice;
+using scenario::ParallelConfig;
+using scenario::ParallelEngine;
+using scenario::Scenario;
+using scenario::ZeroConfig;
+using scenario::ZeroOffloadConfig;
+using scenario::float_dtype_bytes;
+using scenario::fsdp_sharding_name;
+
 ParallelRank::ParallelRank(const Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer, ModelState* model)
     : scenario_(scenario), graph_(graph), writer_(writer), model_(model), uses_(parameter_uses(graph)) {}
 

@@ -21,7 +21,7 @@ namespace oomcast::planner {
 
 class ParallelRank : public RunnerHooks {
  public:
-  ParallelRank(const Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer, ModelState* model);
+  ParallelRank(const scenario::Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer, ModelState* model);
 
   // model.to(device) and the engine's wrapping: what the rank keeps of the parameters.
   virtual void allocate_parameters() = 0;
@@ -50,7 +50,7 @@ class ParallelRank : public RunnerHooks {
   void drop_grad(int32_t parameter);
   uint64_t world() const { return static_cast<uint64_t>(scenario_.parallel.world_size); }
 
-  const Scenario& scenario_;
+  const scenario::Scenario& scenario_;
   const LayerGraph& graph_;
   ScheduleWriter* writer_;
   ModelState* model_;
@@ -58,21 +58,21 @@ class ParallelRank : public RunnerHooks {
 };
 
 // nullptr when the scenario has no parallel engine.
-std::unique_ptr<ParallelRank> make_parallel_rank(const Scenario& scenario, const LayerGraph& graph,
+std::unique_ptr<ParallelRank> make_parallel_rank(const scenario::Scenario& scenario, const LayerGraph& graph,
                                                  ScheduleWriter* writer, ModelState* model);
 
 // The engine factories (one per file).
-std::unique_ptr<ParallelRank> make_ddp_rank(const Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer,
+std::unique_ptr<ParallelRank> make_ddp_rank(const scenario::Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer,
                                             ModelState* model);
-std::unique_ptr<ParallelRank> make_fsdp_rank(const Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer,
+std::unique_ptr<ParallelRank> make_fsdp_rank(const scenario::Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer,
                                              ModelState* model);
-std::unique_ptr<ParallelRank> make_fsdp2_rank(const Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer,
+std::unique_ptr<ParallelRank> make_fsdp2_rank(const scenario::Scenario& scenario, const LayerGraph& graph, ScheduleWriter* writer,
                                               ModelState* model);
-std::unique_ptr<ParallelRank> make_deepspeed_rank(const Scenario& scenario, const LayerGraph& graph,
+std::unique_ptr<ParallelRank> make_deepspeed_rank(const scenario::Scenario& scenario, const LayerGraph& graph,
                                                   ScheduleWriter* writer, ModelState* model);
 
 // Everything the report shows about the rank besides the schedule, except the offload cost:
 // that is the step-time model's (timing/offload_cost.h), and the training job adds it.
-ParallelSummary summarize_parallel(const Scenario& scenario, const LayerGraph& graph);
+ParallelSummary summarize_parallel(const scenario::Scenario& scenario, const LayerGraph& graph);
 
 }  // namespace oomcast::planner

@@ -8,6 +8,12 @@
 #include "planner/parallel/rank_test_support.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::CheckpointMode;
+using oomcast::scenario::FloatDtype;
+using oomcast::scenario::ParallelEngine;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::parallel_engine_name;
 using oomcast::planner::testing::CategoryBytes;
 using oomcast::planner::testing::live_by_category;
 
@@ -16,7 +22,7 @@ namespace {
 constexpr uint64_t kPsi = 106'816;  // embed 16,384 + 2 x 36,992 per layer + norm 64 + lm_head 16,384
 
 Scenario tiny(ParallelEngine engine, int64_t world) {
-  Scenario scenario = testing::cpu_scenario("llama-tiny", 2, 32, Precision::PureBf16);
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 2, 32, Precision::PureBf16);
   scenario.parallel.engine = engine;
   scenario.parallel.world_size = world;
   scenario.parallel.gpus_per_node = world;
@@ -78,7 +84,7 @@ TEST_CASE("ZeRO-3 divides parameters, gradients and optimizer states by the worl
     CHECK(bytes.at_mark[TensorCategory::OptimizerState] == 12 * kPsi / n);
     // Gathered parameters are all released once the backward trace ends.
     CHECK(bytes.at_mark[TensorCategory::Communication] ==
-          oomcast::planner::ZeroConfig{}.reduce_bucket_size * 2);  // only the persistent ipg bucket
+          oomcast::scenario::ZeroConfig{}.reduce_bucket_size * 2);  // only the persistent ipg bucket
   }
 }
 

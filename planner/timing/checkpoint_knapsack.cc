@@ -14,6 +14,11 @@
 
 namespace oomcast::planner {
 
+using scenario::CheckpointConfig;
+using scenario::CheckpointMode;
+using scenario::Scenario;
+using scenario::UnitCheckpoint;
+
 namespace {
 
 constexpr size_t kResolution = 1024;

@@ -30,7 +30,7 @@ struct CheckpointCosts {
 
 // Built from the scenario's training graph (build_training_graph, jobs/training_job.h); no
 // units (a model without blocks): empty.
-CheckpointCosts checkpoint_costs(const Scenario& scenario, const LayerGraph& graph);
+CheckpointCosts checkpoint_costs(const scenario::Scenario& scenario, const LayerGraph& graph);
 
 struct CheckpointChoice {
   std::vector<int> option;      // per unit: index into auto_checkpoint_options(), -1 for none
@@ -45,6 +45,6 @@ struct CheckpointChoice {
 CheckpointChoice choose_checkpoints(const CheckpointCosts& costs, double need_bytes);
 
 // The checkpointing section a choice stands for (mode auto, units resolved).
-CheckpointConfig checkpoint_config_for(const CheckpointChoice& choice, double margin_fraction);
+scenario::CheckpointConfig checkpoint_config_for(const CheckpointChoice& choice, double margin_fraction);
 
 }  // namespace oomcast::planner

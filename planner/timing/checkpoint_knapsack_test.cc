@@ -4,6 +4,8 @@
 #include "planner/timing/checkpoint_knapsack.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::CheckpointConfig;
+using oomcast::scenario::CheckpointMode;
 
 namespace {
 

@@ -17,6 +17,10 @@
 
 namespace oomcast::planner {
 
+using scenario::DeviceThroughput;
+using scenario::OpKind;
+using scenario::Scenario;
+
 namespace {
 
 struct GraphTime {

@@ -29,7 +29,7 @@ struct GenerationShape {
 };
 
 // prefill + (new_tokens - 1) decode steps; the first new token comes from the prefill.
-StepTime estimate_generation_time(const Scenario& scenario, const LayerGraph& prefill, const LayerGraph& decode,
+StepTime estimate_generation_time(const scenario::Scenario& scenario, const LayerGraph& prefill, const LayerGraph& decode,
                                   const GenerationShape& shape);
 
 }  // namespace oomcast::planner

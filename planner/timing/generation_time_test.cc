@@ -10,12 +10,23 @@
 #include "scenario/device_profiles.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::CapturedPhase;
+using oomcast::scenario::CudaGraphConfig;
+using oomcast::scenario::DeviceThroughput;
+using oomcast::scenario::GenerateConfig;
+using oomcast::scenario::JobKind;
+using oomcast::scenario::KvCacheKind;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::device_config_from_profile;
+using oomcast::scenario::find_device_profile;
 
 namespace {
 
 // Llama-2-7B in bf16 generating `new_tokens` after `prompt` tokens on an A100-80GB.
 Scenario generate_7b(int64_t batch, int64_t prompt, KvCacheKind cache, int64_t new_tokens = 32) {
-  Scenario s = testing::cpu_scenario("llama-2-7b", batch, prompt, Precision::PureBf16, AttentionImpl::Flash);
+  Scenario s = oomcast::scenario::testing::cpu_scenario("llama-2-7b", batch, prompt, Precision::PureBf16, AttentionImpl::Flash);
   s.device = device_config_from_profile(*find_device_profile("a100-80gb"));
   s.iterations = 1;
   s.job.job.kind = JobKind::Generate;

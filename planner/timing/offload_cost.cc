@@ -15,6 +15,14 @@
 
 namespace oomcast::planner {
 
+using scenario::CheckpointMode;
+using scenario::FsdpSharding;
+using scenario::OffloadDevice;
+using scenario::ParallelConfig;
+using scenario::ParallelEngine;
+using scenario::Scenario;
+using scenario::ZeroConfig;
+
 OffloadCost estimate_offload_cost(const Scenario& scenario, uint64_t parameters) {
   OffloadCost cost;
   const ParallelConfig& parallel = scenario.parallel;

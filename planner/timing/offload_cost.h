@@ -11,6 +11,6 @@ namespace oomcast::planner {
 // data-parallel LLM training; MFU 0.3-0.5 is the range large-scale reports give).
 inline constexpr double kAssumedMfu = 0.4;
 
-OffloadCost estimate_offload_cost(const Scenario& scenario, uint64_t parameters);
+OffloadCost estimate_offload_cost(const scenario::Scenario& scenario, uint64_t parameters);
 
 }  // namespace oomcast::planner

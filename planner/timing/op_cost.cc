@@ -10,6 +10,9 @@
 
 namespace oomcast::planner {
 
+using scenario::DeviceThroughput;
+using scenario::OpKind;
+
 namespace {
 
 bool launches_kernel(OpKind kind) {

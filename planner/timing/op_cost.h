@@ -42,12 +42,12 @@ OpCost backward_cost(const LayerGraph& graph, const OpNode& op);
 // over the dtype's peak × kMatmulPeakFraction, each GEMM slowed by its tile and wave
 // quantization on the device's SMs. floor_seconds is kKernelFloorSeconds eagerly, 0 for a
 // replayed CUDA graph. This is the GPU's side only; step_time_host.h adds the CPU's.
-double kernel_seconds(const OpCost& cost, OpKind kind, const DeviceThroughput& device,
+double kernel_seconds(const OpCost& cost, scenario::OpKind kind, const scenario::DeviceThroughput& device,
                       double floor_seconds = kKernelFloorSeconds);
 
 // The peak, TFLOP/s, a matmul-class op of this dtype runs at: the dtype's tensor cores, TF32
 // for fp32 convolutions (cuDNN's default), plain FP32 for fp32 matmuls (PyTorch's default
 // since 1.12); FP32 where the device lacks the dtype's tensor cores.
-double matmul_peak_tflops(DType dtype, OpKind kind, const DeviceThroughput& device);
+double matmul_peak_tflops(DType dtype, scenario::OpKind kind, const scenario::DeviceThroughput& device);
 
 }  // namespace oomcast::planner

@@ -14,6 +14,8 @@
 
 namespace oomcast::planner {
 
+using scenario::OpKind;
+
 namespace {
 
 struct Tile {

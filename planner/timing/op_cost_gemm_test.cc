@@ -8,6 +8,9 @@
 #include "scenario/device_profiles.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::DeviceThroughput;
+using oomcast::scenario::OpKind;
+using oomcast::scenario::find_device_profile;
 
 namespace {
 

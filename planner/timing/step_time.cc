@@ -14,6 +14,15 @@
 
 namespace oomcast::planner {
 
+using scenario::DeviceThroughput;
+using scenario::FsdpSharding;
+using scenario::OffloadDevice;
+using scenario::OpKind;
+using scenario::ParallelConfig;
+using scenario::ParallelEngine;
+using scenario::Scenario;
+using scenario::ZeroConfig;
+
 namespace {
 
 // The host's share of DRAM bandwidth for one rank's CPU optimizer step: a two-socket server

@@ -31,11 +31,11 @@ struct CommunicationTime {
 
 // A training step: every micro-batch's forward, backward and recompute, then the optimizer
 // step, with the collectives and offload traffic of the scenario's parallel engine.
-StepTime estimate_training_step_time(const Scenario& scenario, const LayerGraph& graph, const ExecutionOrder& order,
+StepTime estimate_training_step_time(const scenario::Scenario& scenario, const LayerGraph& graph, const ExecutionOrder& order,
                                      const CheckpointPlan& checkpoints, const ParallelSummary& parallel);
 
 // One forward pass (inference or a forward job), per batch.
-StepTime estimate_forward_time(const Scenario& scenario, const LayerGraph& graph);
+StepTime estimate_forward_time(const scenario::Scenario& scenario, const LayerGraph& graph);
 
 // The optimizer step as the host issues it and the GPU runs it (step_time_host.h overlaps the
 // two).
@@ -46,10 +46,10 @@ struct OptimizerStepTime {
 
 // The parts of step_time_states.cc: the optimizer step of the trainable tensors this rank's
 // GPU steps (their element counts), and the collectives of the step.
-OptimizerStepTime optimizer_step_time(const Scenario& scenario, const std::vector<uint64_t>& stepped_tensors);
-CommunicationTime communication_time(const Scenario& scenario, uint64_t parameters, uint64_t trainable);
+OptimizerStepTime optimizer_step_time(const scenario::Scenario& scenario, const std::vector<uint64_t>& stepped_tensors);
+CommunicationTime communication_time(const scenario::Scenario& scenario, uint64_t parameters, uint64_t trainable);
 
 // True for models whose samples are token sequences (seq_len tokens each).
-bool counts_tokens(const Scenario& scenario);
+bool counts_tokens(const scenario::Scenario& scenario);
 
 }  // namespace oomcast::planner

@@ -5,6 +5,8 @@
 
 namespace oomcast::planner {
 
+using scenario::OpKind;
+
 double forward_host_seconds(const OpNode& op, const OpCost& cost) {
   if (cost.kernels <= 0.0) return 0.0;
   // Autocast's casts run inside the dispatcher of the op that needs them; every other op of

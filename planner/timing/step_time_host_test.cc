@@ -10,11 +10,18 @@
 #include "scenario/device_profiles.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::OpKind;
+using oomcast::scenario::OptimizerImpl;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::device_config_from_profile;
+using oomcast::scenario::find_device_profile;
 
 namespace {
 
 Scenario gpu_scenario(const std::string& model, int64_t batch, int64_t seq) {
-  Scenario s = testing::cpu_scenario(model, batch, seq, Precision::AmpBf16, AttentionImpl::Flash);
+  Scenario s = oomcast::scenario::testing::cpu_scenario(model, batch, seq, Precision::AmpBf16, AttentionImpl::Flash);
   s.device = device_config_from_profile(*find_device_profile("a100-80gb"));
   s.iterations = 1;
   return s;

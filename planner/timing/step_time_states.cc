@@ -15,6 +15,20 @@
 
 namespace oomcast::planner {
 
+using scenario::CheckpointMode;
+using scenario::DeviceThroughput;
+using scenario::Fsdp2Config;
+using scenario::FsdpConfig;
+using scenario::FsdpSharding;
+using scenario::OptimizerConfig;
+using scenario::OptimizerImpl;
+using scenario::OptimizerType;
+using scenario::ParallelConfig;
+using scenario::ParallelEngine;
+using scenario::Scenario;
+using scenario::ZeroConfig;
+using scenario::float_dtype_bytes;
+
 namespace {
 
 // Passes over the tensors relative to one fused kernel: PyTorch's foreach AdamW runs ~21

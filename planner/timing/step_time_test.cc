@@ -10,6 +10,17 @@
 #include "scenario/device_profiles.h"
 
 using namespace oomcast::planner;
+using oomcast::scenario::AttentionImpl;
+using oomcast::scenario::CheckpointMode;
+using oomcast::scenario::DeviceThroughput;
+using oomcast::scenario::FloatDtype;
+using oomcast::scenario::OpKind;
+using oomcast::scenario::OptimizerImpl;
+using oomcast::scenario::ParallelEngine;
+using oomcast::scenario::Precision;
+using oomcast::scenario::Scenario;
+using oomcast::scenario::device_config_from_profile;
+using oomcast::scenario::find_device_profile;
 
 namespace {
 
@@ -32,7 +43,7 @@ const OpNode& linear_of(const LayerGraph& graph) {
 }
 
 Scenario gpu_scenario(const std::string& model, int64_t batch, int64_t seq, const char* device = "a100-80gb") {
-  Scenario s = testing::cpu_scenario(model, batch, seq, Precision::AmpBf16, AttentionImpl::Flash);
+  Scenario s = oomcast::scenario::testing::cpu_scenario(model, batch, seq, Precision::AmpBf16, AttentionImpl::Flash);
   s.device = device_config_from_profile(*find_device_profile(device));
   s.iterations = 1;
   return s;
@@ -208,7 +219,7 @@ TEST_CASE("FSDP2 gathers in forward and, when it reshards after forward, again i
 }
 
 TEST_CASE("the cpu device has no step time", "[planner][step_time]") {
-  Scenario s = testing::cpu_scenario("gpt2-tiny", 1, 64);
+  Scenario s = oomcast::scenario::testing::cpu_scenario("gpt2-tiny", 1, 64);
   StepTime time = plan_steps(s).step_time;
   CHECK_FALSE(time.modelled);
   CHECK_FALSE(time.not_modelled.empty());
