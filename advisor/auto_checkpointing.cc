@@ -33,7 +33,7 @@ constexpr int kRounds = 5;
 
 }  // namespace
 
-Scenario resolve_auto_checkpointing(const Scenario& scenario) {
+Scenario resolve_auto_checkpointing(const Scenario& scenario, std::optional<Prediction>* prediction) {
   if (scenario.checkpointing.mode != CheckpointMode::Auto || !scenario.checkpointing.units.empty()) return scenario;
   Scenario s = scenario;
   CheckpointCosts costs = checkpoint_costs(s, build_training_graph(s));
@@ -46,16 +46,19 @@ Scenario resolve_auto_checkpointing(const Scenario& scenario) {
   Prediction p = predict(s);
   const double target = static_cast<double>(p.usable_bytes) * (1.0 - margin);
   double over = static_cast<double>(p.peak_reserved_bytes) - target;
-  if (over <= 0.0) return s;
-  double need = over;
-  for (int round = 0; round < kRounds; ++round) {
-    CheckpointChoice choice = choose_checkpoints(costs, need);
-    s.checkpointing = checkpoint_config_for(choice, margin);
-    p = predict(s);
-    over = static_cast<double>(p.peak_reserved_bytes) - target;
-    if (over <= 0.0 || !choice.enough) break;
-    need += std::max(over, 0.02 * need);
+  if (over > 0.0) {
+    double need = over;
+    for (int round = 0; round < kRounds; ++round) {
+      CheckpointChoice choice = choose_checkpoints(costs, need);
+      s.checkpointing = checkpoint_config_for(choice, margin);
+      p = predict(s);
+      over = static_cast<double>(p.peak_reserved_bytes) - target;
+      if (over <= 0.0 || !choice.enough) break;
+      need += std::max(over, 0.02 * need);
+    }
   }
+  // `p` is always the prediction of `s` as returned.
+  if (prediction) *prediction = std::move(p);
   return s;
 }
 

@@ -177,7 +177,7 @@ void fit_moments(const std::vector<AllocatedSeries>& series, bool use_sequence, 
 
 }  // namespace
 
-ClosedFormFit fit_closed_form(const Scenario& scenario, FitMetric metric, size_t jobs) {
+ClosedFormFit fit_closed_form(const Scenario& scenario, FitMetric metric, size_t jobs, PlannedPoints* points) {
   ClosedFormFit fit;
   fit.has_sequence = fits_sequence(scenario.model);
   fit.metric = metric == FitMetric::PeakAllocated ? "peak_allocated_bytes" : "peak_reserved_bytes";
@@ -210,8 +210,16 @@ ClosedFormFit fit_closed_form(const Scenario& scenario, FitMetric metric, size_t
     FitSample& sample = fit.samples[i];
     PeakRegimes regimes;
     if (by_moments) {
-      if (s.checkpointing.mode == CheckpointMode::Auto && s.checkpointing.units.empty()) s = resolve_auto_checkpointing(s);
-      series[i] = replay_allocated_series(s, plan_steps(s));
+      // A point planned already is replayed; one planned here is not kept (the grid's
+      // schedules together would hold a dozen traces in memory at once).
+      std::shared_ptr<const planner::PlannedTrace> kept =
+          points != nullptr && PlannedPoints::shareable(s) ? points->find(s.batch_size, s.seq_len) : nullptr;
+      if (kept) {
+        series[i] = replay_allocated_series(s, *kept);
+      } else {
+        if (s.checkpointing.mode == CheckpointMode::Auto && s.checkpointing.units.empty()) s = resolve_auto_checkpointing(s);
+        series[i] = replay_allocated_series(s, plan_steps(s));
+      }
       sample.peak_bytes = static_cast<double>(series[i].peak_allocated);
       regimes = series[i].regimes;
     } else {

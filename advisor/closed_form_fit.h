@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "scenario/scenario.h"
+#include "advisor/planned_points.h"
 #include "advisor/work_pool.h"
 
 namespace oomcast::advisor {
@@ -80,9 +81,11 @@ enum class FitMetric { PeakReserved, PeakAllocated };
 
 // Simulates the scenario at a few batch sizes around its own (and, for sequence models, at
 // S/4, S/2 and S) on an unbounded copy of its device, then fits. Throws InputError when the
-// scenario itself is invalid.
+// scenario itself is invalid. `points`, when given, holds schedules of `scenario` already
+// planned at some (B, S) of the grid (advisor/planned_points.h): those are replayed, not planned
+// again.
 ClosedFormFit fit_closed_form(const scenario::Scenario& scenario, FitMetric metric = FitMetric::PeakReserved,
-                              size_t jobs = default_jobs());
+                              size_t jobs = default_jobs(), PlannedPoints* points = nullptr);
 
 // The formula, the samples with their residuals and regimes, and the worst residual.
 std::string render_fit_text(const ClosedFormFit& fit);

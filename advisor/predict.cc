@@ -229,7 +229,11 @@ sim::DeviceModel demand_device(const Scenario& scenario) {
 
 Prediction predict(const Scenario& scenario) {
   if (scenario.checkpointing.mode == CheckpointMode::Auto && scenario.checkpointing.units.empty()) {
-    return predict(resolve_auto_checkpointing(scenario));  // resolved: units set, or mode none
+    // Resolved: units set, or mode none. The choice's last round simulated the resolved
+    // scenario already; its prediction is this one.
+    std::optional<Prediction> simulated;
+    Scenario resolved = resolve_auto_checkpointing(scenario, &simulated);
+    return simulated ? std::move(*simulated) : predict(resolved);
   }
   if (scenario.iterations <= kPlanWholeUpToIterations || !steady_state_allowed(scenario)) {
     return predict_planned(scenario, plan_steps(scenario));

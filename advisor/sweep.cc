@@ -1,11 +1,13 @@
 // The sweep: the grid's cartesian product, each combination loaded through the scenario
 // loader with its values as --set overrides (so every cross-key rule is checked exactly as
-// `oomcast plan --set` checks it), predicted on a pool of threads.
+// `oomcast plan --set` checks it), predicted on a pool of threads. Combinations that differ
+// only in allocator settings share one plan, replayed once per setting.
 #include "advisor/sweep.h"
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -15,6 +17,7 @@
 
 #include "base/input_error.h"
 #include "advisor/byte_text.h"
+#include "advisor/planned_points.h"
 #include "advisor/predict.h"
 
 namespace oomcast::advisor {
@@ -114,6 +117,66 @@ void check_axis_keys(const ScenarioSource& source, const std::vector<GridAxis>& 
   }
 }
 
+// Axis keys that change only how the allocator replays the schedule, never the schedule: the
+// planner reads no allocator setting but torch_version (whatif_fixes.cc's allocator fixes rely
+// on the same fact). Combinations that differ only in these share one plan.
+bool replay_only(const std::string& key) {
+  static const std::set<std::string> kKeys = {"allocator.conf",
+                                              "allocator.expandable_segments",
+                                              "allocator.max_split_size_mb",
+                                              "allocator.roundup_power2_divisions",
+                                              "allocator.garbage_collection_threshold",
+                                              "allocator.memory_fraction"};
+  return kKeys.count(key) > 0;
+}
+
+// The combinations by plan: each group lists the indices (ascending) whose values differ only
+// on replay-only axes.
+std::vector<std::vector<size_t>> plan_groups(const std::vector<GridAxis>& axes, size_t total) {
+  std::vector<std::vector<size_t>> groups;
+  std::map<size_t, size_t> group_of_base;
+  for (size_t index = 0; index < total; ++index) {
+    // The index with every replay-only digit set to 0 (mixed radix, last axis fastest).
+    size_t rest = index, base = 0, weight = 1;
+    for (size_t a = axes.size(); a-- > 0;) {
+      const size_t radix = axes[a].values.size();
+      if (!replay_only(axes[a].key)) base += (rest % radix) * weight;
+      rest /= radix;
+      weight *= radix;
+    }
+    auto [found, inserted] = group_of_base.emplace(base, groups.size());
+    if (inserted) groups.emplace_back();
+    groups[found->second].push_back(index);
+  }
+  return groups;
+}
+
+// Fills `row` with combination `index`'s values and prediction, or with the error that
+// rejected it. `plan` holds the schedule shared by the combination's plan group.
+void predict_combination(const ScenarioSource& source, const std::vector<GridAxis>& axes, size_t index,
+                         PlannedPoints* plan, SweepRow& row) {
+  std::vector<std::string> overrides;
+  // Mixed-radix digits of `index`, last axis fastest.
+  size_t rest = index;
+  row.values.resize(axes.size());
+  for (size_t a = axes.size(); a-- > 0;) {
+    row.values[a] = axes[a].values[rest % axes[a].values.size()];
+    rest /= axes[a].values.size();
+  }
+  for (size_t a = 0; a < axes.size(); ++a) overrides.push_back(axes[a].key + "=" + row.values[a]);
+  try {
+    Prediction prediction = predict_sharing(source.load(overrides), plan);
+    row.fits = prediction.fits;
+    row.peak_allocated_bytes = prediction.peak_allocated_bytes;
+    row.peak_reserved_bytes = prediction.peak_reserved_bytes;
+    row.usable_bytes = prediction.usable_bytes;
+    row.spare_bytes = prediction.spare_bytes();
+  } catch (const InputError& error) {
+    row.valid = false;
+    row.error = error.what();
+  }
+}
+
 }  // namespace
 
 SweepResult run_sweep(const ScenarioSource& source, const std::vector<GridAxis>& axes, const SweepOptions& options) {
@@ -130,31 +193,15 @@ SweepResult run_sweep(const ScenarioSource& source, const std::vector<GridAxis>&
 
   std::mutex progress_mutex;
   size_t done = 0;
-  run_indexed(total, result.jobs, [&](size_t index) {
-    SweepRow& row = result.rows[index];
-    std::vector<std::string> overrides;
-    // Mixed-radix digits of `index`, last axis fastest.
-    size_t rest = index;
-    row.values.resize(axes.size());
-    for (size_t a = axes.size(); a-- > 0;) {
-      row.values[a] = axes[a].values[rest % axes[a].values.size()];
-      rest /= axes[a].values.size();
-    }
-    for (size_t a = 0; a < axes.size(); ++a) overrides.push_back(axes[a].key + "=" + row.values[a]);
-    try {
-      Prediction prediction = predict(source.load(overrides));
-      row.fits = prediction.fits;
-      row.peak_allocated_bytes = prediction.peak_allocated_bytes;
-      row.peak_reserved_bytes = prediction.peak_reserved_bytes;
-      row.usable_bytes = prediction.usable_bytes;
-      row.spare_bytes = prediction.spare_bytes();
-    } catch (const InputError& error) {
-      row.valid = false;
-      row.error = error.what();
-    }
-    if (options.progress) {
-      std::lock_guard<std::mutex> lock(progress_mutex);
-      options.progress(++done, total);
+  const std::vector<std::vector<size_t>> groups = plan_groups(axes, total);
+  run_indexed(groups.size(), result.jobs, [&](size_t group) {
+    PlannedPoints plan;  // the group's one plan, made by its first combination that loads
+    for (size_t index : groups[group]) {
+      predict_combination(source, axes, index, &plan, result.rows[index]);
+      if (options.progress) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        options.progress(++done, total);
+      }
     }
   });
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -30,8 +30,12 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
   constexpr uint64_t kStages = 6;
   ScopedProgress progress(kTask, kStages);
   Scenario scenario = source.load();
-  PlannedTrace plan = plan_steps(scenario);
-  Prediction baseline = predict_planned(scenario, plan);
+  // The scenario's schedules by (batch, seq_len): its own, the pattern variants' and the
+  // closed-form fit's grid overlap, and each is planned once.
+  PlannedPoints points;
+  std::shared_ptr<const PlannedTrace> plan = std::make_shared<const PlannedTrace>(plan_steps(scenario));
+  if (PlannedPoints::shareable(scenario)) points.keep(scenario.batch_size, scenario.seq_len, plan);
+  Prediction baseline = predict_planned(scenario, *plan);
 
   Diagnosis d;
   d.scenario_path = source.path;
@@ -44,10 +48,10 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
   d.step_seconds = baseline.step_time.step_seconds;
   d.step_is_generation = baseline.step_time.generation;
   report_progress(kTask, 1, kStages);
-  d.patterns = detect_patterns(source, scenario, baseline, options.jobs, &d.leak);
+  d.patterns = detect_patterns(source, scenario, baseline, options.jobs, &d.leak, &points);
   d.fits = baseline.fits && !d.leak;  // a job that grows every iteration does not fit, whatever it simulates to
   report_progress(kTask, 2, kStages);
-  d.fixes = simulate_fixes(source, scenario, baseline, plan, options.jobs);
+  d.fixes = simulate_fixes(source, scenario, baseline, *plan, options.jobs);
   report_progress(kTask, 3, kStages);
   judge_fixes_for_leaks(source, d.patterns, &d.fixes, options.jobs);  // a leaking fix never "fits"
   std::stable_sort(d.fixes.begin(), d.fixes.end(), [](const FixOutcome& a, const FixOutcome& b) {
@@ -65,7 +69,7 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
   report_progress(kTask, 4, kStages);
   recommend(source, scenario, d, options.jobs);
   report_progress(kTask, 5, kStages);
-  if (options.with_fit) d.fit = fit_closed_form(scenario, FitMetric::PeakAllocated, options.jobs);
+  if (options.with_fit) d.fit = fit_closed_form(scenario, FitMetric::PeakAllocated, options.jobs, &points);
   d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return d;
 }

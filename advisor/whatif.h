@@ -11,6 +11,7 @@
 
 #include "advisor/closed_form_fit.h"
 #include "advisor/leak_judgement.h"
+#include "advisor/planned_points.h"
 #include "advisor/predict.h"
 #include "scenario/scenario_source.h"
 #include "advisor/work_pool.h"
@@ -98,9 +99,11 @@ Diagnosis diagnose(const scenario::ScenarioSource& source, const DiagnoseOptions
 
 // Pattern detection alone (whatif_patterns.cc), given the scenario's own prediction.
 // `leak`, when given, receives the scenario's own growth outlook (none when it does not grow).
+// `points`, when given, holds the scenario's schedules by (batch, seq_len): the variants that
+// change only those reuse them and keep theirs there (for the closed-form fit).
 std::vector<OomPattern> detect_patterns(const scenario::ScenarioSource& source, const scenario::Scenario& scenario,
                                         const Prediction& baseline, size_t jobs,
-                                        std::optional<LeakOutlook>* leak = nullptr);
+                                        std::optional<LeakOutlook>* leak = nullptr, PlannedPoints* points = nullptr);
 // The fixes that apply to `scenario` (whatif_fixes.cc), simulated, unranked.
 std::vector<FixOutcome> simulate_fixes(const scenario::ScenarioSource& source, const scenario::Scenario& scenario,
                                        const Prediction& baseline, const planner::PlannedTrace& baseline_plan, size_t jobs);

@@ -248,7 +248,35 @@ bool better(const Candidate& a, const Candidate& b) {
 std::vector<FixOutcome> simulate_fixes(const ScenarioSource& source, const Scenario& scenario,
                                        const Prediction& baseline, const PlannedTrace& baseline_plan, size_t jobs) {
   std::vector<Candidate> candidates = candidates_for(scenario);
-  run_indexed(candidates.size(), jobs, [&](size_t i) { simulate(source, baseline_plan, candidates[i]); });
+  // The micro-batch splits (largest micro-batch first) and the adapters (LoRA, then QLoRA)
+  // are each one chain: the first that fits wins its group whatever the rest would give
+  // (better() below), so a chain stops there; the rest are left unsimulated and never shown.
+  // The longest schedules (the most accumulation steps) are the ones a chain skips.
+  std::vector<std::vector<size_t>> work;
+  std::map<std::string, size_t> chain_of_group;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string& group = candidates[i].group;
+    if (group == "micro_batch" || group == "adapters") {
+      auto [found, inserted] = chain_of_group.emplace(group, work.size());
+      if (inserted) work.emplace_back();
+      work[found->second].push_back(i);
+    } else {
+      work.push_back({i});
+    }
+  }
+  std::vector<uint8_t> simulated(candidates.size(), 0);
+  run_indexed(work.size(), jobs, [&](size_t w) {
+    for (size_t i : work[w]) {
+      simulate(source, baseline_plan, candidates[i]);
+      simulated[i] = 1;
+      if (candidates[i].outcome.fits_after) break;
+    }
+  });
+  std::vector<Candidate> kept;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (simulated[i]) kept.push_back(std::move(candidates[i]));
+  }
+  candidates = std::move(kept);
   std::map<std::string, Candidate> best;
   std::vector<std::string> order;
   for (auto& c : candidates) {

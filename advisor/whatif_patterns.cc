@@ -58,15 +58,17 @@ struct Variants {
   std::optional<Prediction> double_batch, half_seq, quarter_seq, eval_no_grad, four_iterations;
 };
 
-Variants simulate_variants(const ScenarioSource& source, const Scenario& s, size_t jobs) {
+Variants simulate_variants(const ScenarioSource& source, const Scenario& s, size_t jobs, PlannedPoints* points) {
   Variants v;
   std::vector<std::function<void()>> work;
   if (2 * s.batch_size <= parameter_limit(s, SearchParam::BatchSize)) {
-    work.push_back([&] { v.double_batch = predict(with_parameter(s, SearchParam::BatchSize, 2 * s.batch_size)); });
+    work.push_back([&] {
+      v.double_batch = predict_sharing(with_parameter(s, SearchParam::BatchSize, 2 * s.batch_size), points);
+    });
   }
   if (has_sequence(s.model) && s.seq_len >= 8) {
-    work.push_back([&] { v.half_seq = predict(with_parameter(s, SearchParam::SeqLen, s.seq_len / 2)); });
-    work.push_back([&] { v.quarter_seq = predict(with_parameter(s, SearchParam::SeqLen, s.seq_len / 4)); });
+    work.push_back([&] { v.half_seq = predict_sharing(with_parameter(s, SearchParam::SeqLen, s.seq_len / 2), points); });
+    work.push_back([&] { v.quarter_seq = predict_sharing(with_parameter(s, SearchParam::SeqLen, s.seq_len / 4), points); });
   }
   if (s.eval.enabled && !s.eval.no_grad) {
     work.push_back([&] { v.eval_no_grad = predict(source.load({"eval.no_grad=true"})); });
@@ -81,12 +83,12 @@ Variants simulate_variants(const ScenarioSource& source, const Scenario& s, size
 }  // namespace
 
 std::vector<OomPattern> detect_patterns(const ScenarioSource& source, const Scenario& s, const Prediction& base,
-                                        size_t jobs, std::optional<LeakOutlook>* leak) {
+                                        size_t jobs, std::optional<LeakOutlook>* leak, PlannedPoints* points) {
   std::vector<OomPattern> patterns;
   const double usable = static_cast<double>(base.usable_bytes);
   const double peak = static_cast<double>(base.peak_allocated_bytes);
   const bool pressure = !base.fits || static_cast<double>(base.spare_bytes()) < kPressureSpare * usable;
-  Variants v = simulate_variants(source, s, jobs);
+  Variants v = simulate_variants(source, s, jobs, points);
 
   // 1. Model states alone exceed the device.
   uint64_t states = category_bytes(base, TensorCategory::Parameter) + category_bytes(base, TensorCategory::Gradient) +

@@ -7,6 +7,8 @@
 // replay must reproduce it exactly; a divergence is a bug and exits 1.
 //   usage: replay_bench_snapshot [entries=1000000] [frames_per_entry=4] [dir=/tmp]
 //          replay_bench_snapshot --replay FILE     (the measured child process)
+//          replay_bench_snapshot --write FILE [entries] [frames_per_entry]   (only writes the
+//          pickle, for bench/replay_vs_python_bench.py)
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -281,13 +283,20 @@ double time_plain_read(const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--replay") == 0) return replay_child(argv[2]);
-  size_t target_entries = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1000000;
-  int frames = argc > 2 ? std::atoi(argv[2]) : 4;
-  std::string dir = argc > 3 ? argv[3] : "/tmp";
+  const bool write_only = argc >= 3 && std::strcmp(argv[1], "--write") == 0;
+  const int first = write_only ? 3 : 1;  // where entries and frames_per_entry are
+  size_t target_entries = argc > first ? std::strtoull(argv[first], nullptr, 10) : 1000000;
+  int frames = argc > first + 1 ? std::atoi(argv[first + 1]) : 4;
+  std::string dir = !write_only && argc > 3 ? argv[3] : "/tmp";
   // An alloc makes one entry and a free two, so 2/3 of an entry per trace event on average.
   Trace trace = make_replay_bench_trace(target_entries * 2 / 3, 7);
   size_t entries = 0;
   std::string pickle = record_snapshot(trace, frames, entries);
+  if (write_only) {
+    std::ofstream(argv[2], std::ios::binary).write(pickle.data(), static_cast<std::streamsize>(pickle.size()));
+    std::printf("{\"entries\": %zu, \"frames_per_entry\": %d, \"path\": \"%s\"}\n", entries, frames, argv[2]);
+    return 0;
+  }
   std::string path = dir + "/oomcast_bench_" + std::to_string(getpid()) + ".pickle";
   std::ofstream(path, std::ios::binary).write(pickle.data(), static_cast<std::streamsize>(pickle.size()));
   gzFile gz = gzopen((path + ".gz").c_str(), "wb6");
