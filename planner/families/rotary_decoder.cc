@@ -35,7 +35,9 @@ TensorId grouped_query_attention(GraphBuilder& g, TensorId q_rot, TensorId k_rot
   // (eager_attention_forward) calls repeat_kv.
   const bool repeat_kv =
       grouped && (g.context().attention != scenario::AttentionImpl::Flash || shape.head_dim > 256);
-  g.cache_key_value(k_rot, v);  // the cache keeps them before repeat_kv
+  // No g.cache_key_value(k_rot, v) here: transformers 5.24's DynamicLayer.update makes the
+  // prefill's cache with torch.cat onto an empty tensor (cache_utils.py, lazy_initialization),
+  // a copy, so the cache does not keep these tensors (GPT-2's nanoGPT-style cache does).
   if (repeat_kv) {
     // matmul then views the copies as 3-D without another copy.
     k_rot = ops::expand_copy(g, "repeat_k", k_rot, q_numel);
