@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "advisor/byte_text.h"
+#include "advisor/decode_sampling.h"
 #include "advisor/auto_checkpointing.h"
 #include "advisor/moe_routing.h"
 #include "advisor/parallel_report.h"
@@ -265,6 +266,11 @@ std::string render_text(const Prediction& prediction) {
                         steady.period == 1 ? "" : fmt::format(" (a cycle of {} iterations)", steady.period),
                         steady.planned_iterations, steady.iterations);
   }
+  if (const DecodeSampling decode = decode_sampling_of(prediction); decode.sampled()) {
+    text += fmt::format("decode steps: planned {} of {} (the first and last {} each, one in {} between), the cache "
+                        "grown by the ones skipped: each decode step repeats the one before it with one more token\n",
+                        decode.planned, decode.total, decode.dense, decode.stride);
+  }
   text += "\n";
   text += phase_table(prediction);
   if (std::string timeline = terminal_timeline(prediction); !timeline.empty()) text += "\n" + timeline;
@@ -341,6 +347,11 @@ std::string render_json(const Prediction& prediction) {
                                                     {"planned_iterations", steady.planned_iterations},
                                                     {"iterations", steady.iterations}}
                                              : Json(nullptr);
+  const DecodeSampling decode = decode_sampling_of(prediction);
+  json["decode_steps"] = decode.total > 0 ? Json{{"total", decode.total},
+                                                 {"planned", decode.planned},
+                                                 {"stride", decode.stride}}
+                                          : Json(nullptr);
   json["accounting"] = prediction.exact_accounting ? "exact_live_bytes" : "cuda_caching_allocator";
   if (s.device.is_cpu) {
     json["predicted_device_used_bytes"] = nullptr;

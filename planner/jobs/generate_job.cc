@@ -12,7 +12,8 @@
 // (index_select: a copy of each layer's K and V). Captured decode graphs (`cuda_graphs`,
 // static cache only) are captured after the prefill, one per batch size; a decode step that
 // one of them covers replays it: the model's forward allocates nothing, its logits are the
-// graph's static output.
+// graph's static output. A long generation plans a sample of its decode steps
+// (decode_steps.h): the cache of a planned step holds every token before it, planned or not.
 #include "planner/jobs/generate_job.h"
 
 #include <string>
@@ -26,6 +27,7 @@
 #include "planner/families/families.h"
 #include "planner/graph_prune.h"
 #include "planner/graph_runner.h"
+#include "planner/jobs/decode_steps.h"
 #include "planner/model_setup.h"
 #include "planner/schedule_size.h"
 #include "planner/schedule_writer.h"
@@ -248,20 +250,21 @@ CapturedGraphs capture_decode_graphs(const Scenario& s, const CudaGraphConfig& g
   return capture_graphs(graphs, *writer, inputs, step, step);
 }
 
-// Events of the whole generation: about two per op of a decode step (its output's alloc and
-// free; Llama-3-8B's decode writes 2,978 events for 1,581 ops), three per op of the prefill, the
-// cache's updates (K and V of every layer, with repeat_kv's copies) and the loop's own tensors.
+// Events of the planned generation: about two per op of a planned decode step (its output's
+// alloc and free; Llama-3-8B's decode writes 2,978 events for 1,581 ops), three per op of the
+// prefill, the cache's updates (K and V of every layer, with repeat_kv's copies) and the loop's
+// own tensors.
 int64_t estimated_generation_events(const LayerGraph& prefill, const LayerGraph& decode, const CacheShape& shape,
-                                    int64_t new_tokens) {
+                                    int64_t planned_steps) {
   const auto per_step = static_cast<int64_t>(decode.ops.size()) * 2 + shape.layers * 8 + 16;
-  const int64_t decode_events = saturating_product(per_step, new_tokens);
+  const int64_t decode_events = saturating_product(per_step, planned_steps);
   if (decode_events > kMaxPlannedEvents) return decode_events;  // saturated: adding could overflow
   return decode_events + static_cast<int64_t>(prefill.ops.size()) * 3 + static_cast<int64_t>(prefill.parameters.size()) * 2;
 }
 
 }  // namespace
 
-PlannedTrace plan_generate_job(const Scenario& s) {
+PlannedTrace plan_generate_job(const Scenario& s, int64_t max_planned_decode_steps) {
   const GenerateConfig& config = s.job.job.generate;
   if (s.batch_size <= 0) throw InputError(SourceLocation{}, "batch_size", "batch_size must be positive");
   const int64_t prompt = config.prompt_len > 0 ? config.prompt_len : s.seq_len;
@@ -270,12 +273,15 @@ PlannedTrace plan_generate_job(const Scenario& s) {
   LayerGraph decode = generation_graph(s, sequences, 1, false);
 
   const CacheShape shape = cache_shape(s, sequences, prefill.num_units);
-  const int64_t events = estimated_generation_events(prefill, decode, shape, config.new_tokens);
+  const std::vector<int64_t> steps = planned_generation_steps(config.new_tokens, max_planned_decode_steps);
+  const auto planned_steps = static_cast<int64_t>(steps.size());
+  const int64_t events = estimated_generation_events(prefill, decode, shape, planned_steps);
   if (events > kMaxPlannedEvents) {
-    // Every decode step is planned (not extrapolated), so the work grows with new_tokens.
+    // The decode steps are sampled, so only a huge graph (or a caller's budget) gets here.
     throw InputError(SourceLocation{s.source_path}, "job.new_tokens",
-                     "the generation would hold about " + std::to_string(events) + " events (job.new_tokens " +
-                         std::to_string(config.new_tokens) + " decode steps of " + std::to_string(decode.ops.size()) +
+                     "the generation would hold about " + std::to_string(events) + " events (" +
+                         std::to_string(planned_steps) + " planned steps of job.new_tokens " +
+                         std::to_string(config.new_tokens) + ", decode steps of " + std::to_string(decode.ops.size()) +
                          " ops), over the limit of " + std::to_string(kMaxPlannedEvents) + ": lower 'job.new_tokens'");
   }
 
@@ -320,7 +326,7 @@ PlannedTrace plan_generate_job(const Scenario& s) {
   timing.decode_replayed = decode_replays;
   out.step_time = estimate_generation_time(s, prefill, decode, timing);
   CapturedGraphs captured;
-  for (int64_t step = 0; step < config.new_tokens; ++step) {
+  for (int64_t step : steps) {
     const bool first = step == 0;
     const LayerGraph& graph = first ? prefill : decode;
     GraphRunner& runner = first ? prefill_runner : decode_runner;

@@ -2,6 +2,10 @@
 // cache) or not at all (static cache), the prefill's full logits outweigh the decode steps.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
+#include "planner/jobs/decode_steps.h"
+#include "planner/jobs/generate_job.h"
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
@@ -79,12 +83,55 @@ TEST_CASE("the prefill's logits cover every prompt position, or only the last wi
   CHECK(prefill_logits_bytes(plan_steps(last)) == 2 * 1 * 256 * 4);
 }
 
-TEST_CASE("a generation beyond the work limit is refused naming job.new_tokens, before it is planned",
+TEST_CASE("a generation of a million new tokens plans a bounded sample of its decode steps, ending on the last",
           "[planner][generate][hostile]") {
   Scenario s = generate_scenario(KvCacheKind::Dynamic);
   s.job.job.generate.new_tokens = 1 << 20;
   s.job.job.generate.max_cache_len = 0;
-  const std::string error = oomcast::scenario::testing::error_of([&] { plan_steps(s); });
+  const PlannedTrace planned = plan_steps(s);
+  // Each planned decode step is a phase iter{t}/decode; the last step, t = new_tokens - 1, is one.
+  size_t decode_phases = 0;
+  bool last_planned = false;
+  for (const std::string& name : planned.names) {
+    if (name.ends_with("/decode")) ++decode_phases;
+    if (name == "iter" + std::to_string((1 << 20) - 1) + "/decode") last_planned = true;
+  }
+  CHECK(decode_phases <= static_cast<size_t>(kMaxPlannedDecodeSteps));
+  CHECK(decode_phases >= static_cast<size_t>(kMaxPlannedDecodeSteps) - 8);
+  CHECK(last_planned);
+  // The last step's cache holds the prompt and every token before it, planned or skipped:
+  // input_ids after it covers prompt + new_tokens positions (2 sequences x 8 B each).
+  uint64_t largest_input_ids = 0;
+  for (const oomcast::sim::Event& event : planned.trace.events) {
+    if (event.kind == oomcast::sim::EventKind::Alloc && planned.trace.slot_names[event.slot].ends_with("/input_ids")) {
+      largest_input_ids = std::max(largest_input_ids, event.bytes);
+    }
+  }
+  CHECK(largest_input_ids == uint64_t{2} * 8 * (16 + (1 << 20)));
+}
+
+TEST_CASE("a generation whose planned steps exceed the work limit is refused naming job.new_tokens, before it is planned",
+          "[planner][generate][hostile]") {
+  Scenario s = generate_scenario(KvCacheKind::Dynamic);
+  s.job.job.generate.new_tokens = 1 << 20;
+  s.job.job.generate.max_cache_len = 0;
+  const std::string error = oomcast::scenario::testing::error_of([&] { plan_generate_job(s, 1 << 20); });
   CHECK_THAT(error, Catch::Contains("job.new_tokens"));
   CHECK_THAT(error, Catch::Contains("over the limit of 20000000"));
+}
+
+TEST_CASE("the planned decode steps are every step up to the budget, else dense ends and an even sample between",
+          "[planner][generate]") {
+  const std::vector<int64_t> all = planned_generation_steps(100, 512);
+  REQUIRE(all.size() == 100);
+  for (int64_t step = 0; step < 100; ++step) CHECK(all[static_cast<size_t>(step)] == step);
+
+  const std::vector<int64_t> sampled = planned_generation_steps(32768, 512);
+  CHECK(sampled.size() <= 513);
+  CHECK(sampled.size() >= 500);
+  CHECK(sampled.front() == 0);
+  CHECK(sampled.back() == 32767);
+  for (int64_t step = 1; step <= kDenseDecodeSteps; ++step) CHECK(sampled[static_cast<size_t>(step)] == step);
+  CHECK(sampled[sampled.size() - 1 - kDenseDecodeSteps] == 32767 - kDenseDecodeSteps);
+  for (size_t i = 1; i < sampled.size(); ++i) CHECK(sampled[i] > sampled[i - 1]);
 }
