@@ -6,6 +6,7 @@
 #include "advisor/search.h"
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -82,13 +83,16 @@ class Evaluator {
 
   bool known(int64_t value) const { return cache_.count(value) > 0; }
   const std::map<int64_t, Evaluation>& all() const { return cache_; }
+  // The probes the search expects in all, for the progress line's share and time left.
+  void expect(uint64_t probes) { expected_ = probes; }
 
  private:
   Evaluation evaluate(int64_t value) const {
     Evaluation evaluation;
     evaluation.value = value;
     try {
-      report_progress(kSearchTask, probes_.fetch_add(1) + 1, 0);
+      const uint64_t done = probes_.fetch_add(1) + 1;
+      report_progress(kSearchTask, done, std::max<uint64_t>(expected_.load(), done));
       Prediction prediction = predict(
           with_margin(source_.load({key_ + "=" + std::to_string(value)}), margin_, margin_bytes_));
       evaluation.fits = prediction.fits;
@@ -107,6 +111,7 @@ class Evaluator {
   size_t jobs_;
   std::map<int64_t, Evaluation> cache_;
   mutable std::atomic<uint64_t> probes_{0};  // evaluations so far, for the progress line
+  std::atomic<uint64_t> expected_{0};
 };
 
 // `count` values spread evenly over the open interval (lo, hi).
@@ -315,6 +320,10 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
   const int64_t max_value = result.max_value;
   check_parameter_varies(source, original, options.param, result.param_key);
   Evaluator evaluator(source, result.param_key, options.margin, options.margin_bytes, options.jobs);
+  // Doubling up to the first failure, then bisecting: about two probes per bit of max_value,
+  // and the answer's two neighbours; the fragmentation window adds its own once it is known.
+  const auto bits = static_cast<uint64_t>(std::bit_width(static_cast<uint64_t>(max_value)));
+  evaluator.expect(2 * bits + 2);
 
   // 1. Exponential probe 1, 2, 4, ... until a value fails, then 2. bisection. One value at a
   // time: each answer decides the next probe, and extra parallel probes cost more than they
@@ -379,6 +388,7 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
       } else {
         for (int64_t v = result.window_from; v <= result.window_to; ++v) values.push_back(v);
       }
+      evaluator.expect(evaluator.all().size() + values.size());
       evaluator.evaluate_all(values);
       bool any_fits = std::any_of(values.begin(), values.end(), [&](int64_t v) { return evaluator.at(v).fits; });
       result.scanned = !sample_only;
@@ -394,13 +404,18 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
     }
   }
 
-  // The answer is the largest value seen to fit; non-monotone when a failure lies below it.
+  // The answer is the largest value below which every simulated value fits: one that fits
+  // above a failure fits at the allocator's edge (one more tensor, another layout, and it does
+  // not), so it is reported as an isolated fit, not as the answer; non-monotone then.
   std::optional<int64_t> first_fail;
   for (const auto& [value, e] : evaluator.all()) {
     result.evaluated.push_back(e);
     if (e.fits) {
-      result.max_fitting = value;
-      if (first_fail) {
+      result.largest_fitting = value;
+      if (!first_fail) {
+        result.max_fitting = value;
+      } else {
+        result.isolated_fits.push_back(value);
         result.non_monotone = true;
         result.witness_fail = *first_fail;
         result.witness_fit = value;

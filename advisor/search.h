@@ -90,7 +90,10 @@ struct SearchResult {
   // the largest shard, so it is the busiest one.
   int64_t ranks = 1;
   std::string parallel_engine;          // "DDP", "FSDP", "DeepSpeed"; "" on one GPU
-  std::optional<int64_t> max_fitting;   // none: not even 1 fits
+  // The largest value below which every simulated value fits (none: not even 1 fits).
+  std::optional<int64_t> max_fitting;
+  std::optional<int64_t> largest_fitting;  // the largest simulated value that fits, isolated or not
+  std::vector<int64_t> isolated_fits;      // values above max_fitting that fit (above a failure)
   // The first value above max_fitting was refused (a work or size limit), not out of memory:
   // the search stopped there; the refusal says why.
   std::optional<int64_t> refused_from;
@@ -115,7 +118,7 @@ SearchResult search_max_fitting(const scenario::ScenarioSource& source, const Se
 std::string margin_text(double fraction, uint64_t margin_bytes);
 
 std::string render_search_text(const SearchResult& result);
-// {"max_fitting", "param", "margin" (a fraction of usable), "margin_bytes", "non_monotone", "evaluated": [{value, fits,
+// {"max_fitting", "largest_fitting", "isolated_fits", "param", "margin" (a fraction of usable), "margin_bytes", "non_monotone", "evaluated": [{value, fits,
 //  peak_allocated_bytes, peak_reserved_bytes, error?}], "usable_bytes", "budget_bytes",
 //  "max_value", "window": {from, to, scanned, truncated}, "fit" (with --fit), "length_risk" (with
 //  a length distribution: length_risk.h), "seconds"}

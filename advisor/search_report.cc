@@ -19,6 +19,50 @@ std::string margin_text(double fraction, uint64_t margin_bytes) {
 
 namespace {
 
+// "50..59, 61, 63..64": ascending values as runs.
+std::string runs_text(const std::vector<int64_t>& values) {
+  std::string text;
+  for (size_t i = 0; i < values.size();) {
+    size_t end = i;
+    while (end + 1 < values.size() && values[end + 1] == values[end] + 1) ++end;
+    text += (text.empty() ? "" : ", ") + std::to_string(values[i]);
+    if (end > i) text += ".." + std::to_string(values[end]);
+    i = end + 1;
+  }
+  return text;
+}
+
+std::string row_text(const Evaluation& e) {
+  if (!e.error.empty()) return fmt::format("{:>10}  {:<5}  refused: {}\n", e.value, "-", e.error);
+  return fmt::format("{:>10}  {:<5}  {:>16}  {:>16}\n", e.value, e.fits ? "yes" : "no", byte_text(e.peak_allocated_bytes),
+                     byte_text(e.peak_reserved_bytes));
+}
+
+// The table, folded: a run of more than kFoldAbove rows with the same answer shows its first
+// and last rows and one line for those between (--json lists every value).
+constexpr size_t kFoldAbove = 4;
+
+std::string table_text(const SearchResult& r) {
+  std::string text;
+  const std::vector<Evaluation>& rows = r.evaluated;
+  auto answer = [](const Evaluation& e) { return e.error.empty() ? (e.fits ? 1 : 0) : 2; };
+  for (size_t i = 0; i < rows.size();) {
+    size_t end = i;
+    while (end + 1 < rows.size() && answer(rows[end + 1]) == answer(rows[i])) ++end;
+    if (end - i + 1 > kFoldAbove) {
+      text += row_text(rows[i]);
+      text += fmt::format("{:>10}  {} values between {} and {}: {} (--json lists each)\n", "...", end - i - 1,
+                          rows[i].value, rows[end].value,
+                          answer(rows[i]) == 1 ? "all fit" : answer(rows[i]) == 0 ? "none fits" : "all refused");
+      text += row_text(rows[end]);
+    } else {
+      for (size_t k = i; k <= end; ++k) text += row_text(rows[k]);
+    }
+    i = end + 1;
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string render_search_text(const SearchResult& r) {
@@ -38,6 +82,7 @@ std::string render_search_text(const SearchResult& r) {
       if (e.value == *r.max_fitting) best = &e;
     }
     text += fmt::format("largest {} that fits: {}", r.param_key, *r.max_fitting);
+    if (r.non_monotone) text += ", with every value below it";
     if (best) {
       text += fmt::format(" (peak reserved {}, {} under the budget)", byte_text(best->peak_reserved_bytes),
                           byte_text(static_cast<double>(r.budget_bytes) - static_cast<double>(best->peak_reserved_bytes)));
@@ -57,6 +102,11 @@ std::string render_search_text(const SearchResult& r) {
         "non-monotone: {} {} fits although {} does not (the caching allocator's segments, not the tensors, "
         "decide here), so the window was scanned value by value\n",
         r.param_key, r.witness_fit, r.witness_fail);
+    text += fmt::format("isolated fits above {}: {} ({} of them); each fits at the allocator's edge, with a value "
+                        "below it that does not, so the answer stays {}\n",
+                        r.max_fitting ? std::to_string(*r.max_fitting) : std::string("nothing"),
+                        runs_text(r.isolated_fits), r.isolated_fits.size(),
+                        r.max_fitting ? std::to_string(*r.max_fitting) : std::string("none"));
   }
   if (r.window_to > 0) {
     text += fmt::format("fragmentation window {}..{}: allocated memory still fits the budget there; {}\n",
@@ -67,14 +117,7 @@ std::string render_search_text(const SearchResult& r) {
   }
   if (r.length_risk) text += "\n" + render_length_risk_text(*r.length_risk);
   text += fmt::format("\n{:>10}  {:<5}  {:>16}  {:>16}\n", r.param_key, "fits", "peak allocated", "peak reserved");
-  for (const auto& e : r.evaluated) {
-    if (!e.error.empty()) {
-      text += fmt::format("{:>10}  {:<5}  refused: {}\n", e.value, "-", e.error);
-      continue;
-    }
-    text += fmt::format("{:>10}  {:<5}  {:>16}  {:>16}\n", e.value, e.fits ? "yes" : "no",
-                        byte_text(e.peak_allocated_bytes), byte_text(e.peak_reserved_bytes));
-  }
+  text += table_text(r);
   if (r.fit) text += "\n" + render_fit_text(*r.fit);
   text += fmt::format("\n{} values simulated in {:.2f} s\n", r.evaluated.size(), r.seconds);
   return text;
@@ -83,6 +126,9 @@ std::string render_search_text(const SearchResult& r) {
 std::string render_search_json(const SearchResult& r) {
   nlohmann::ordered_json json;
   json["max_fitting"] = r.max_fitting ? nlohmann::ordered_json(*r.max_fitting) : nlohmann::ordered_json(nullptr);
+  json["largest_fitting"] =
+      r.largest_fitting ? nlohmann::ordered_json(*r.largest_fitting) : nlohmann::ordered_json(nullptr);
+  json["isolated_fits"] = r.isolated_fits;
   json["param"] = r.param_key;
   json["margin"] = r.margin_bytes > 0 ? static_cast<double>(r.margin_bytes) / static_cast<double>(r.usable_bytes)
                                       : r.margin;

@@ -93,15 +93,38 @@ TEST_CASE("A batch size that fits above one that does not is found and reported 
 
   // Plain bisection probes 1..32 (fit), 64, 48, 44, 42 (fail), 40, 41 (fit) and would answer 41.
   SearchResult result = search(kFragmentingMlp, SearchParam::BatchSize, 0.0, 64);
-  REQUIRE(result.max_fitting);
-  CHECK(*result.max_fitting == brute_force_max(scenario, SearchParam::BatchSize, 0.0, 64));
-  CHECK(*result.max_fitting == 59);
+  REQUIRE(result.largest_fitting);
+  CHECK(*result.largest_fitting == brute_force_max(scenario, SearchParam::BatchSize, 0.0, 64));
+  CHECK(*result.largest_fitting == 59);
   CHECK(result.non_monotone);
   CHECK(result.witness_fit == 59);
   CHECK(result.witness_fail == 42);
   CHECK(result.scanned);
   CHECK(render_search_text(result).find("non-monotone") != std::string::npos);
   CHECK(render_search_json(result).find("\"non_monotone\": true") != std::string::npos);
+}
+
+TEST_CASE("The answer is the largest batch size below which everything fits; the fits above a failure are "
+          "noted as isolated") {
+  SearchResult result = search(kFragmentingMlp, SearchParam::BatchSize, 0.0, 64);
+  REQUIRE(result.max_fitting);
+  CHECK(*result.max_fitting == 41);
+  std::vector<int64_t> band;
+  for (int64_t value = 50; value <= 59; ++value) band.push_back(value);
+  CHECK(result.isolated_fits == band);
+  const std::string text = render_search_text(result);
+  CHECK_THAT(text, Catch::Contains("largest batch_size that fits: 41, with every value below it"));
+  CHECK_THAT(text, Catch::Contains("isolated fits above 41: 50..59 (10 of them)"));
+  CHECK_THAT(render_search_json(result), Catch::Contains("\"largest_fitting\": 59"));
+}
+
+TEST_CASE("The search table folds a run of values with the same answer into its ends and one line") {
+  SearchResult result = search(kFragmentingMlp, SearchParam::BatchSize, 0.0, 64);
+  const std::string text = render_search_text(result);
+  // 50..59 all fit: 50 and 59 shown, the 8 between folded.
+  CHECK_THAT(text, Catch::Contains("8 values between 50 and 59: all fit"));
+  CHECK(text.find("\n        55  yes") == std::string::npos);
+  CHECK(text.find("\n        59  yes") != std::string::npos);
 }
 
 TEST_CASE("A monotone search does not claim non-monotonicity") {

@@ -39,6 +39,13 @@ std::string format_progress_line(std::string_view task, uint64_t done, uint64_t 
     std::snprintf(numbers, sizeof numbers, " %llu/%llu (%llu%%), %.1f s", static_cast<unsigned long long>(done),
                   static_cast<unsigned long long>(total), static_cast<unsigned long long>(100 * done / total),
                   elapsed_seconds);
+    // Time left at the pace so far, once there is a pace to go by ("..., 2.1 s, about 32 s left").
+    if (done > 0 && done < total && elapsed_seconds > 0.0) {
+      const double left = elapsed_seconds * static_cast<double>(total - done) / static_cast<double>(done);
+      char eta[48];
+      std::snprintf(eta, sizeof eta, ", about %.0f s left", left);
+      return std::string(task) + numbers + eta;
+    }
   } else {
     std::snprintf(numbers, sizeof numbers, " %llu, %.1f s", static_cast<unsigned long long>(done), elapsed_seconds);
   }

@@ -46,8 +46,10 @@ TEST_CASE("a scoped task reports its start and its end, also when the scope thro
   CHECK(seen == std::vector<std::string>{"search probes start", "search probes end"});
 }
 
-TEST_CASE("a progress line gives the count, the share done and the time so far", "[base][progress]") {
-  CHECK(format_progress_line("replaying events", 65536, 1048576, 2.14) == "replaying events 65536/1048576 (6%), 2.1 s");
+TEST_CASE("a progress line gives the count, the share done, the time so far and the time left at that pace", "[base][progress]") {
+  CHECK(format_progress_line("replaying events", 65536, 1048576, 2.14) ==
+        "replaying events 65536/1048576 (6%), 2.1 s, about 32 s left");
+  CHECK(format_progress_line("search probes", 30, 30, 3.0) == "search probes 30/30 (100%), 3.0 s");
   CHECK(format_progress_line("search probes", 7, 0, 3.0) == "search probes 7, 3.0 s");
 }
 
