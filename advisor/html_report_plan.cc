@@ -205,6 +205,18 @@ HtmlReport whatif_html_report(const Scenario& scenario, const PlannedTrace& plan
   if (diagnosis.recommended_alloc_conf) {
     report.facts.emplace_back("recommended", "PYTORCH_CUDA_ALLOC_CONF=" + *diagnosis.recommended_alloc_conf);
   }
+  // The recommendation the text ends with, and what was tried when nothing fits.
+  if (diagnosis.recommendation) {
+    const Recommendation& r = *diagnosis.recommendation;
+    std::string overrides;
+    for (const std::string& item : r.overrides) overrides += " --set " + item;
+    report.facts.emplace_back("recommended change", r.title + (overrides.empty() ? std::string() : " (" + overrides.substr(1) + ")") + ": peak reserved " +
+                                                        byte_text(r.peak_reserved_bytes_after) +
+                                                        (r.changes_goal ? "; changes what trains" : ""));
+  }
+  for (const std::string& note : diagnosis.recommendation_notes) {
+    report.facts.emplace_back(diagnosis.recommendation ? "note" : "nothing recommended", note);
+  }
   return report;
 }
 

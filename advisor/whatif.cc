@@ -126,7 +126,9 @@ std::string render_whatif_text(const Diagnosis& d) {
                                           100.0 * (r.step_seconds_after / d.step_seconds - 1.0), step(d.step_seconds))
                             : "");
   }
-  for (const auto& note : d.recommendation_notes) text += "\nnothing recommended: " + note + "\n";
+  for (const auto& note : d.recommendation_notes) {
+    text += (d.recommendation ? "\nnote: " : "\nnothing recommended: ") + note + "\n";
+  }
   if (d.fit) text += "\n" + render_fit_text(*d.fit);
   text += fmt::format("\n{:.2f} s\n", d.seconds);
   return text;
@@ -181,6 +183,7 @@ std::string render_whatif_json(const Diagnosis& d) {
     row["step_seconds_after"] = f.step_seconds_after;
     row["fits"] = f.fits_after;
     row["growth"] = growth_json(f.leak);
+    row["changes_goal"] = f.changes_goal;
     json["fixes"].push_back(std::move(row));
   }
   json["recommended_alloc_conf"] =
@@ -195,7 +198,8 @@ std::string render_whatif_json(const Diagnosis& d) {
                               {"step_seconds_after", r.step_seconds_after},
                               {"fits", r.fits},
                               {"world_size", r.world_size > 0 ? nlohmann::ordered_json(r.world_size) : nlohmann::ordered_json(nullptr)},
-                              {"sharding", r.sharding.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.sharding)}};
+                              {"sharding", r.sharding.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.sharding)},
+                              {"changes_goal", r.changes_goal}};
   } else {
     json["recommendation"] = nullptr;
   }

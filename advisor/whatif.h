@@ -26,7 +26,8 @@ struct OomPattern {
   std::string rule;       // the threshold used
 };
 
-// One simulated change.
+// One simulated change. A fix keeps the job's goal (the same model trained the same way, or
+// the same generation) unless `changes_goal` says otherwise.
 struct FixOutcome {
   std::string id;                       // "mixed_precision", "checkpointing", ...
   std::string title;                    // "bf16 autocast (precision: amp_bf16)"
@@ -47,6 +48,8 @@ struct FixOutcome {
   double step_seconds_after = 0.0;
   std::string group;                    // fixes of one group are alternatives (never combined)
   bool leak_cause = false;              // undoes something that makes memory grow every iteration
+  bool changes_goal = false;            // trains something else (LoRA, QLoRA): recommended only when
+                                        // nothing that keeps the job's goal fits
   int64_t saving_bytes() const {
     return static_cast<int64_t>(peak_reserved_before) - static_cast<int64_t>(peak_reserved_after);
   }
@@ -64,6 +67,7 @@ struct Recommendation {
   bool fits = false;
   int64_t world_size = 0;               // set for a GPU-count suggestion
   std::string sharding;                 // "FSDP FULL_SHARD", "DeepSpeed ZeRO-3", ...
+  bool changes_goal = false;            // one of its fixes trains something else (FixOutcome)
 };
 
 struct Diagnosis {

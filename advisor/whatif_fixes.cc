@@ -19,7 +19,9 @@ using planner::PlannedTrace;
 using scenario::AttentionImpl;
 using scenario::CheckpointMode;
 using scenario::FsdpSharding;
+using scenario::GenerateConfig;
 using scenario::JobKind;
+using scenario::KvCacheKind;
 using scenario::MeshConfig;
 using scenario::ModelConfig;
 using scenario::OffloadDevice;
@@ -65,11 +67,61 @@ void append_adapter_fixes(const Scenario& s, std::vector<Candidate>* list) {
   const std::string lora = "training.trainable={lora: {r: 16, alpha: 32, dropout: 0.05, target_modules: " + targets + "}}";
   list->push_back(make("lora", "LoRA adapters r=16 on " + targets + ", base model frozen (training.trainable: {lora: ...})",
                        {lora}, "trains adapters only: a different fine-tuning method (usually close in quality)", "adapters"));
+  list->back().outcome.changes_goal = true;
   const std::string compute = supports_bf16(s) ? "bf16" : "fp16";
   list->push_back(make("qlora", "QLoRA: LoRA r=16 on all linears with the frozen base in NF4 (weights: nf4)",
                        {"training.trainable={lora: {r: 16, alpha: 32, dropout: 0.05, target_modules: [all-linear]}}",
                         "weights={format: nf4, compute_dtype: " + compute + "}"},
                        "trains adapters only on a 4-bit base: bitsandbytes, slower matmuls (dequantization)", "adapters"));
+  list->back().outcome.changes_goal = true;
+}
+
+// A full fine-tune keeps training every parameter: bf16 parameters, grads and optimizer
+// states without fp32 master copies (Lightning's bf16-true, torchtune's recipes), and on one
+// GPU ZeRO-Offload (DeepSpeed ZeRO-2 with the optimizer on the CPU, the setting of the
+// ZeRO-Offload paper). More GPUs with FSDP2 or ZeRO-3 are the recommendation's own trials.
+void append_full_fine_tune_fixes(const Scenario& s, std::vector<Candidate>* list) {
+  if (s.job.job.kind != JobKind::Train || s.job.training.any_frozen() || s.device.is_cpu) return;
+  const bool deepspeed = s.parallel.engine == ParallelEngine::DeepSpeed;
+  if (supports_bf16(s) && !deepspeed && (s.precision != Precision::PureBf16 || s.job.training.master_weights)) {
+    list->push_back(make("pure_bf16", "bf16 parameters, gradients and optimizer states, no fp32 master copies "
+                                      "(precision: pure_bf16, training.master_weights: false)",
+                         {"precision=pure_bf16", "training.master_weights=false"},
+                         "bf16 optimizer updates lose small steps (Kahan summation or stochastic rounding helps)"));
+  }
+  if (!s.parallel.enabled()) {
+    list->push_back(make("cpu_offload", "ZeRO-Offload on this GPU: DeepSpeed ZeRO-2 with the optimizer on the CPU",
+                         {"parallel={world_size: 1, deepspeed: {zero_optimization: {stage: 2, offload_optimizer: "
+                          "{device: cpu}}}}"},
+                         "the optimizer step runs on the CPU and states cross PCIe every step; host RAM for fp32 "
+                         "masters and moments"));
+  }
+}
+
+// A generate job's own fixes: what model.generate() offers without changing its output.
+void append_generation_fixes(const Scenario& s, std::vector<Candidate>* list) {
+  if (s.job.job.kind != JobKind::Generate) return;
+  const GenerateConfig& g = s.job.job.generate;
+  if (g.prefill_full_logits) {
+    list->push_back(make("prefill_logits_last",
+                         "logits of the last prompt position only (job.prefill_logits: last; logits_to_keep=1)",
+                         {"job.prefill_logits=last"}, "none: generate() reads only the last position"));
+  }
+  if (g.cache == KvCacheKind::Dynamic) {
+    list->push_back(make("static_cache",
+                         "a static KV cache allocated once (job.cache: static; cache_implementation=\"static\")",
+                         {"job.cache=static"},
+                         "the whole cache is held from the first step; attention reads all of it (slower early on)"));
+  }
+  // Fewer prompts per generate() call: the same sequences in more calls.
+  for (int64_t split = 2; split <= s.batch_size && s.batch_size % split == 0; split *= 2) {
+    const int64_t batch = s.batch_size / split;
+    list->push_back(make("smaller_batch",
+                         fmt::format("{} prompts per generate() call, {} calls (batch_size: {})", batch, split, batch),
+                         {fmt::format("batch_size={}", batch)},
+                         fmt::format("{}x the calls: lower decode throughput", split), "micro_batch"));
+    list->back().micro_batch = batch;
+  }
 }
 
 // A llama-family training job that already uses model parallelism: reorganise the same ranks
@@ -106,6 +158,8 @@ void append_mesh_fixes(const Scenario& s, std::vector<Candidate>* list) {
 
 std::vector<Candidate> candidates_for(const Scenario& s) {
   std::vector<Candidate> list;
+  // Backward, optimizer and accumulation fixes act only on a training step.
+  const bool trains = s.job.job.kind == JobKind::Train;
   const char* half = supports_bf16(s) ? "amp_bf16" : "amp_fp16";
   if (s.precision == Precision::Fp32) {
     list.push_back(make("mixed_precision", fmt::format("mixed precision (precision: {})", half),
@@ -113,11 +167,11 @@ std::vector<Candidate> candidates_for(const Scenario& s) {
                         std::string("none on tensor-core GPUs (usually faster)") +
                             (supports_bf16(s) ? "" : "; fp16 needs a GradScaler (bf16 is not supported here)")));
   }
-  if (has_blocks(s.model) && s.checkpointing.mode != CheckpointMode::Full) {
+  if (trains && has_blocks(s.model) && s.checkpointing.mode != CheckpointMode::Full) {
     list.push_back(make("checkpointing", "activation checkpointing of every block (checkpointing: full)",
                         {"checkpointing=full"}, "recomputes each block's forward in backward (~30% more compute)"));
   }
-  if (has_blocks(s.model) && s.checkpointing.mode != CheckpointMode::Auto) {
+  if (trains && has_blocks(s.model) && s.checkpointing.mode != CheckpointMode::Auto) {
     list.push_back(make("checkpointing_auto", "checkpointing chosen per block to fit (checkpointing: auto)",
                         {"checkpointing=auto"},
                         "recomputes only the blocks and ops a knapsack picks to fit (docs/step-time.md)"));
@@ -136,7 +190,7 @@ std::vector<Candidate> candidates_for(const Scenario& s) {
                           {"attention=mem_efficient"}, "none (usually faster)"));
     }
   }
-  for (int64_t split = 2; split <= s.batch_size && s.batch_size % split == 0; split *= 2) {
+  for (int64_t split = 2; trains && split <= s.batch_size && s.batch_size % split == 0; split *= 2) {
     int64_t micro = s.batch_size / split;
     list.push_back(make("micro_batch",
                         fmt::format("micro-batch {} x {} accumulation steps (same effective batch {})", micro,
@@ -145,7 +199,7 @@ std::vector<Candidate> candidates_for(const Scenario& s) {
                         fmt::format("{}x more, smaller kernel launches per step (lower GPU utilisation)", split)));
     list.back().micro_batch = micro;
   }
-  if (s.optimizer.type == OptimizerType::Adam || s.optimizer.type == OptimizerType::AdamW) {
+  if (trains && (s.optimizer.type == OptimizerType::Adam || s.optimizer.type == OptimizerType::AdamW)) {
     list.push_back(make("adamw8bit", "8-bit AdamW (bitsandbytes; optimizer: adamw8bit)", {"optimizer=adamw8bit"},
                         "bitsandbytes dependency; close to AdamW in quality for most fine-tuning"));
     list.push_back(make("adafactor", "Adafactor (factored second moments; optimizer: adafactor)",
@@ -184,7 +238,9 @@ std::vector<Candidate> candidates_for(const Scenario& s) {
                         {"eval.accumulate_loss_without_item=false"}, "none (one host sync per evaluation batch)"));
     list.back().outcome.leak_cause = true;
   }
-  append_adapter_fixes(s, &list);  // LoRA / QLoRA (above)
+  append_generation_fixes(s, &list);      // prefill logits, static cache, fewer prompts per call (above)
+  append_full_fine_tune_fixes(s, &list);  // pure bf16, ZeRO-Offload (above)
+  append_adapter_fixes(s, &list);         // LoRA / QLoRA (above)
   append_mesh_fixes(s, &list);     // TP, PP stages, microbatches (above)
   // ---- ZeRO / offload (issue 5's parallel: section) --------------------------------------
   // Only for jobs that already run data-parallel: a single-GPU job has nothing to shard.

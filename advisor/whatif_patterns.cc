@@ -36,6 +36,7 @@ constexpr double kEvalDrop = 0.05;               // eval peak drops >= 5% under 
 constexpr double kOptimizerShare = 0.10;         // optimizer state >= 10% of the peak
 constexpr double kFragmentShare = 0.15;          // reserved - allocated >= 15% of reserved ...
 constexpr double kFragmentFloor = 0.01;          // ... and >= 1% of usable memory
+constexpr double kKvCacheShare = 0.10;           // a generation's KV cache >= 10% of the peak
 
 std::string pct(double fraction) { return fmt::format("{:.0f}%", fraction * 100.0); }
 
@@ -158,11 +159,25 @@ std::vector<OomPattern> detect_patterns(const ScenarioSource& source, const Scen
   }
 
   // 5. Growth across iterations (a leak), judged over 8 iterations (leak_judgement.h) when a
-  // 4-iteration run shows iteration 3 above iteration 1.
+  // 4-iteration run shows iteration 3 above iteration 1. A generation's iterations are its
+  // decode steps, whose KV cache grows by design: that is reported as the cache, not a leak.
+  const bool generates = s.job.job.kind == scenario::JobKind::Generate;
   const Prediction& short_run = v.four_iterations ? *v.four_iterations : base;
-  GrowthJudgement growth = judge_growth(base);
-  std::optional<LeakOutlook> outlook = leak_outlook(base);
-  if (!growth.judged && may_grow(short_run)) {
+  GrowthJudgement growth = generates ? GrowthJudgement{} : judge_growth(base);
+  std::optional<LeakOutlook> outlook = generates ? std::nullopt : leak_outlook(base);
+  if (generates) {
+    const uint64_t cache = category_bytes(base, TensorCategory::Buffer);
+    if (static_cast<double>(cache) >= kKvCacheShare * peak) {
+      patterns.push_back({"kv_cache_growth",
+                          "the KV cache grows with every generated token (by design, not a leak)",
+                          fmt::format("the cache holds {} at the peak ({} of it), after {} prompt + {} new tokens",
+                                      byte_text(cache), pct(static_cast<double>(cache) / peak),
+                                      s.job.job.generate.prompt_len > 0 ? s.job.job.generate.prompt_len : s.seq_len,
+                                      s.job.job.generate.new_tokens),
+                          fmt::format("a generate job whose KV cache is >= {} of the peak", pct(kKvCacheShare))});
+    }
+  }
+  if (!generates && !growth.judged && may_grow(short_run)) {
     Prediction window = predict_over_leak_window(source, {});
     growth = judge_growth(window);
     outlook = leak_outlook(window);

@@ -75,6 +75,7 @@ bool faster(const Recommendation& a, const Recommendation& b) {
 
 Recommendation from_fix(const FixOutcome& fix) {
   Recommendation r;
+  r.changes_goal = fix.changes_goal;
   r.fix_ids = {fix.id};
   r.title = fix.title;
   r.overrides = fix.overrides;
@@ -87,6 +88,7 @@ Recommendation from_fix(const FixOutcome& fix) {
 Recommendation combine(const std::vector<const FixOutcome*>& fixes) {
   Recommendation r;
   for (const FixOutcome* fix : fixes) {
+    r.changes_goal = r.changes_goal || fix->changes_goal;
     r.fix_ids.push_back(fix->id);
     r.title += (r.title.empty() ? "" : " + ") + fix->title;
     for (const std::string& o : fix->overrides) {
@@ -107,6 +109,7 @@ std::vector<Trial> gpu_trials(const Scenario& scenario, int64_t world) {
     trials.push_back(std::move(t));
   };
   if (!scenario.parallel.enabled()) {
+    add("FSDP2 (fully_shard)", fmt::format("parallel={{world_size: {}, fsdp2: {{}}}}", world));
     add("FSDP FULL_SHARD", fmt::format("parallel={{world_size: {}, fsdp: {{sharding_strategy: FULL_SHARD}}}}", world));
     add("DeepSpeed ZeRO-2", fmt::format("parallel={{world_size: {}, deepspeed: {{zero_optimization: {{stage: 2}}}}}}", world));
     add("DeepSpeed ZeRO-3", fmt::format("parallel={{world_size: {}, deepspeed: {{zero_optimization: {{stage: 3}}}}}}", world));
@@ -124,10 +127,14 @@ void recommend(const ScenarioSource& source, const Scenario& scenario, Diagnosis
   // The fix rows are judged already (judge_fixes_for_leaks); combinations and GPU counts are
   // judged here, so a recommendation never fits while the leak keeps growing.
   const bool judge_leaks = reports_growth(d.patterns);
+  // The job's goal first: a change that trains something else (LoRA for a full fine-tune) is
+  // recommended only when nothing that keeps the goal fits, more GPUs included.
   std::optional<Recommendation> best;
+  std::optional<Recommendation> best_changing_goal;
   std::optional<Trial> fastest_growing;  // fits the simulated iterations, still grows
   auto consider = [&](const Recommendation& r) {
-    if (r.fits && (!best || faster(r, *best))) best = r;
+    std::optional<Recommendation>& slot = r.changes_goal ? best_changing_goal : best;
+    if (r.fits && (!slot || faster(r, *slot))) slot = r;
   };
   auto consider_trial = [&](const Trial& t) {
     if (!t.valid) return;
@@ -173,9 +180,17 @@ void recommend(const ScenarioSource& source, const Scenario& scenario, Diagnosis
         "the fastest change that fits the iterations simulated, {}, does not stop the leak: {}",
         fastest_growing->recommendation.title, fastest_growing->leak->text()));
   };
+  auto settle_for_another_goal = [&](const std::string& tried) {
+    if (!best_changing_goal) return false;
+    d.recommendation = best_changing_goal;
+    d.recommendation_notes.push_back("nothing that keeps the job's goal fits (" + tried + "): the recommendation " +
+                                     "changes what trains");
+    return true;
+  };
   // Nothing fits on these GPUs: more of them, sharded.
   if (scenario.device.is_cpu || scenario.job.job.kind != JobKind::Train) {
     note_growth();
+    settle_for_another_goal("no fix or combination of up to three");
     return;
   }
   const int64_t current = scenario.parallel.enabled() ? scenario.parallel.world_size : 1;
@@ -192,9 +207,11 @@ void recommend(const ScenarioSource& source, const Scenario& scenario, Diagnosis
     }
   }
   note_growth();
-  d.recommendation_notes.push_back(fmt::format(
+  const std::string tried_text = fmt::format(
       "no fix or combination of up to three fits{}, nor {} GPUs with {}", judge_leaks ? " and stops the growth" : "", tried,
-      scenario.parallel.enabled() ? "the scenario's sharding" : "FSDP FULL_SHARD or DeepSpeed ZeRO-2/3"));
+      scenario.parallel.enabled() ? "the scenario's sharding" : "FSDP2, FSDP FULL_SHARD or DeepSpeed ZeRO-2/3");
+  if (settle_for_another_goal(tried_text)) return;
+  d.recommendation_notes.push_back(tried_text);
 }
 
 }  // namespace oomcast::advisor

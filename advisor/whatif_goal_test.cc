@@ -1,0 +1,113 @@
+// Tests that the what-if doctor keeps the job's goal: a full fine-tune is offered changes that
+// still train every parameter (bf16 without master copies, ZeRO-Offload, more GPUs) before
+// adapters that train something else, and a generate job gets generation fixes, never
+// training ones, with its KV cache's growth reported as the cache and not as a leak.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "advisor/html_report_plan.h"
+#include "advisor/whatif.h"
+#include "planner/jobs/training_job.h"
+#include "scenario/scenario_source.h"
+
+namespace oomcast::advisor {
+
+using scenario::ScenarioSource;
+
+namespace {
+
+const std::string kGpt2Small = std::string(OOMCAST_SOURCE_DIR) + "/scenarios/gpt2-small-b8-amp-bf16.yaml";
+
+// llama-tiny generating 32 tokens after a 256-token prompt for 8 prompts, prefill logits of
+// every position (older transformers), on a 64 MiB GPU.
+const char* kTinyGeneration = R"(
+model: llama-tiny
+batch_size: 8
+seq_len: 256
+precision: fp32
+job: {kind: generate, new_tokens: 32, cache: dynamic, prefill_logits: full}
+device: {total_gib: 0.0625, context_mib: 0, cublas_workspaces: 0}
+)";
+
+Diagnosis doctor(const ScenarioSource& source) {
+  DiagnoseOptions options;
+  options.jobs = 2;
+  options.with_fit = false;
+  return diagnose(source, options);
+}
+
+const FixOutcome* find_fix(const Diagnosis& d, const std::string& id) {
+  for (const auto& fix : d.fixes) {
+    if (fix.id == id) return &fix;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("A full fine-tune that does not fit is offered bf16 without master copies and ZeRO-Offload, and "
+          "LoRA is marked as training something else") {
+  const Diagnosis d = doctor(ScenarioSource::file(kGpt2Small, {"device.total_gib=1.5"}));
+  REQUIRE_FALSE(d.fits);
+  const FixOutcome* pure_bf16 = find_fix(d, "pure_bf16");
+  REQUIRE(pure_bf16 != nullptr);
+  CHECK(pure_bf16->valid);
+  CHECK_FALSE(pure_bf16->changes_goal);
+  const FixOutcome* offload = find_fix(d, "cpu_offload");
+  REQUIRE(offload != nullptr);
+  CHECK_FALSE(offload->changes_goal);
+  const FixOutcome* lora = find_fix(d, "lora");
+  if (lora == nullptr) lora = find_fix(d, "qlora");
+  REQUIRE(lora != nullptr);
+  CHECK(lora->changes_goal);
+}
+
+TEST_CASE("The recommendation for a full fine-tune keeps training every parameter when such a change fits") {
+  const Diagnosis d = doctor(ScenarioSource::file(kGpt2Small, {"device.total_gib=1.5"}));
+  REQUIRE(d.recommendation);
+  INFO(d.recommendation->title);
+  CHECK(d.recommendation->fits);
+  CHECK_FALSE(d.recommendation->changes_goal);
+  for (const std::string& id : d.recommendation->fix_ids) CHECK((id != "lora" && id != "qlora"));
+}
+
+TEST_CASE("A generate job is offered generation fixes and no training fix") {
+  const Diagnosis d = doctor(ScenarioSource::yaml(kTinyGeneration, "generate.yaml"));
+  CHECK(find_fix(d, "prefill_logits_last") != nullptr);
+  CHECK(find_fix(d, "static_cache") != nullptr);
+  CHECK(find_fix(d, "smaller_batch") != nullptr);
+  for (const char* training : {"checkpointing", "checkpointing_auto", "micro_batch", "adamw8bit", "adafactor", "lora",
+                               "qlora", "pure_bf16", "cpu_offload"}) {
+    INFO(training);
+    CHECK(find_fix(d, training) == nullptr);
+  }
+}
+
+TEST_CASE("A generation's growing KV cache is reported as the cache, never as a leak") {
+  const Diagnosis d = doctor(ScenarioSource::yaml(kTinyGeneration, "generate.yaml"));
+  CHECK_FALSE(d.leak);
+  const bool leak_reported = std::any_of(d.patterns.begin(), d.patterns.end(),
+                                         [](const OomPattern& p) { return p.id == "growth_across_iterations"; });
+  CHECK_FALSE(leak_reported);
+  const bool cache_reported =
+      std::any_of(d.patterns.begin(), d.patterns.end(), [](const OomPattern& p) { return p.id == "kv_cache_growth"; });
+  CHECK(cache_reported);
+}
+
+TEST_CASE("The what-if HTML page carries the recommendation the text ends with") {
+  const ScenarioSource source = ScenarioSource::file(kGpt2Small, {"device.total_gib=1.5"});
+  const Diagnosis d = doctor(source);
+  REQUIRE(d.recommendation);
+  const scenario::Scenario scenario = source.load();
+  const planner::PlannedTrace planned = planner::plan_steps(scenario);
+  const HtmlReport page = whatif_html_report(scenario, planned, predict_planned(scenario, planned), d);
+  const bool carried = std::any_of(page.facts.begin(), page.facts.end(), [&](const auto& fact) {
+    return fact.first == "recommended change" && fact.second.find(d.recommendation->title) != std::string::npos;
+  });
+  CHECK(carried);
+}
+
+}  // namespace oomcast::advisor
