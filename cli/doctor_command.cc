@@ -8,8 +8,8 @@
 #include "advisor/html_report.h"
 #include "advisor/snapshot_doctor.h"
 #include "base/input_error.h"
-#include "base/byte_size.h"
 #include "cli/commands.h"
+#include "cli/device_flags.h"
 #include "cli/output_files.h"
 #include "sim/snapshot.h"
 
@@ -18,8 +18,7 @@ namespace {
 
 struct DoctorFlags {
   std::string file;
-  std::string device_memory;
-  std::string context_memory;
+  DeviceFlags device;
   int device_index = 0;
   bool json = false;
   bool no_fixes = false;
@@ -34,14 +33,7 @@ int run_doctor(const DoctorFlags& flags) {
   advisor::DoctorOptions options;
   options.device_index = flags.device_index;
   options.simulate_fixes = !flags.no_fixes;
-  if (!flags.device_memory.empty()) {
-    sim::DeviceModel device;
-    device.total_bytes = parse_byte_size(flags.device_memory, "--device-memory");
-    if (!flags.context_memory.empty()) device.context_bytes = parse_byte_size(flags.context_memory, "--context-memory");
-    options.device = device;
-  } else if (!flags.context_memory.empty()) {
-    throw InputError({}, "--context-memory", "--context-memory needs --device-memory (outside of what total?)");
-  }
+  options.device = advisor::replay_device(flags.device, sim::kDefaultTorchVersion);
   refuse_clobbering_outputs({{"--html", flags.html}}, {flags.file});
   // One pass over the file: the frames for the call sites come with the trace.
   sim::Snapshot snapshot = sim::read_snapshot(flags.file, {flags.device_index});
@@ -61,10 +53,7 @@ void add_doctor_command(CLI::App& app, int& exit_code) {
       "doctor", "Diagnose a real snapshot: where it ran out, which OOM pattern, which setting would have avoided it");
   command->add_option("snapshot", flags->file, "torch.cuda.memory._dump_snapshot() pickle (.pickle / .pickle.gz)")
       ->required();
-  command->add_option("--device-memory", flags->device_memory,
-                      "the GPU it ran (or should run) on, e.g. 40GiB; without it a recorded OOM sets the limit");
-  command->add_option("--context-memory", flags->context_memory,
-                      "memory held outside the allocator (CUDA context, other processes), e.g. 500MiB");
+  add_device_flags(command, &flags->device, /*with_fraction=*/false);
   command->add_option("--device-index", flags->device_index, "which device of the snapshot")->capture_default_str();
   command->add_flag("--no-fixes", flags->no_fixes, "skip the re-simulations (one replay instead of about twenty)");
   command->add_flag("--json", flags->json, "print JSON (keys in docs/usage.md)");

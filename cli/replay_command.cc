@@ -17,9 +17,9 @@
 #include "advisor/replay_json.h"
 #include "advisor/snapshot_analysis.h"
 #include "base/input_error.h"
-#include "base/byte_size.h"
 #include "cli/output_files.h"
 #include "cli/commands.h"
+#include "cli/device_flags.h"
 #include "cli/environment.h"
 #include "sim/allocator_config.h"
 #include "sim/newest_torch_release.h"
@@ -39,9 +39,7 @@ struct ReplayFlags {
   bool json = false;
   bool legacy_message = false;
   bool check_invariants = false;
-  std::string device_memory;
-  std::string context_memory;
-  double memory_fraction = -1.0;  // not given
+  DeviceFlags device;
   int device_index = 0;
   std::string torch_version = "2.6";
   std::string html;
@@ -113,23 +111,6 @@ void print_replay_text(const std::string& file, const sim::ReplayResult& result)
   }
 }
 
-sim::DeviceModel device_from_flags(const ReplayFlags& flags) {
-  sim::DeviceModel device = sim::DeviceModel::unlimited();
-  if (!flags.device_memory.empty()) device.total_bytes = parse_byte_size(flags.device_memory, "--device-memory");
-  if (!flags.context_memory.empty()) device.context_bytes = parse_byte_size(flags.context_memory, "--context-memory");
-  if (flags.memory_fraction == -1.0) return device;
-  // nan and 0 would silently mean "no fraction": refused (a fraction of 0 allows nothing).
-  if (!(flags.memory_fraction > 0.0 && flags.memory_fraction <= 1.0)) {
-    throw InputError({}, "--memory-fraction",
-                     fmt::format("--memory-fraction must be above 0 and at most 1, got {}", flags.memory_fraction));
-  }
-  if (flags.device_memory.empty()) {
-    throw InputError({}, "--memory-fraction", "--memory-fraction needs --device-memory (a fraction of what total?)");
-  }
-  device.memory_fraction = flags.memory_fraction;
-  return device;
-}
-
 void check_device_index(const sim::Snapshot& snapshot, const ReplayFlags& flags) {
   std::vector<int> devices = sim::snapshot_devices(snapshot);
   if (std::find(devices.begin(), devices.end(), flags.device_index) != devices.end()) return;
@@ -145,7 +126,8 @@ int run_replay(const ReplayFlags& flags) {
   refuse_clobbering_outputs({{"--html", flags.html}}, {flags.file});
   sim::AllocatorConfig base;
   base.torch_version = parse_torch_version(flags.torch_version);
-  const sim::DeviceModel device = device_from_flags(flags);
+  const std::optional<sim::DeviceModel> given_device = advisor::replay_device(flags.device, base.torch_version);
+  const sim::DeviceModel device = given_device.value_or(sim::DeviceModel::unlimited());
   if (sim::looks_like_snapshot_path(flags.file)) {
     // One pass over the file: the frames for the call-site analysis come with the trace.
     sim::Snapshot snapshot = sim::read_snapshot(flags.file, {flags.device_index});
@@ -161,8 +143,7 @@ int run_replay(const ReplayFlags& flags) {
       fmt::print(stderr, "warning: {}\n", warning);
     sim::SnapshotReplayReport report =
         sim::replay_snapshot(snapshot, config, flags.file, flags.device_index, flags.check_invariants, {}, device);
-    const bool bounded = device.total_bytes != sim::DeviceModel::unlimited().total_bytes ||
-                         device.memory_fraction > 0.0 || device.context_bytes > 0;
+    const bool bounded = given_device.has_value();
     // A window that starts mid-run already holds its rebuilt segments: on a smaller device the
     // job would have died before the window began.
     const bool starts_over = bounded && report.initial_reserved_bytes > device.usable_bytes();
@@ -216,7 +197,8 @@ int run_replay(const ReplayFlags& flags) {
       std::string text = advisor::render_analysis_text(analysis, 10);
       std::fwrite(text.data(), 1, text.size(), stdout);
       if (bounded) {
-        fmt::print("  on a device with {} usable: {}\n", mib(device.usable_bytes()),
+        fmt::print("  on a device with {} usable ({} total, {} outside the allocator): {}\n", mib(device.usable_bytes()),
+                   mib(device.total_bytes), mib(device.context_bytes + device.other_process_bytes),
                    starts_over ? "the window starts with " + mib(report.initial_reserved_bytes) +
                                      " reserved, more than fits: the job would have hit OOM before it"
                    : report.replay.oom ? fmt::format("OOM at event {} ({} allocations failed)",
@@ -237,7 +219,7 @@ int run_replay(const ReplayFlags& flags) {
     }
   }
   sim::AllocatorConfig config = sim::parse_alloc_conf(conf, base);
-  for (const std::string& warning : sim::allocator_config_warnings(config, flags.memory_fraction > 0.0))
+  for (const std::string& warning : sim::allocator_config_warnings(config, device.memory_fraction > 0.0))
     fmt::print(stderr, "warning: {}\n", warning);
   sim::ReplayOptions options;
   options.check_invariants = flags.check_invariants;
@@ -264,13 +246,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
                       "PYTORCH_CUDA_ALLOC_CONF to simulate (snapshots default to their recorded settings)")
       ->each([flags](const std::string&) { flags->alloc_conf_given = true; });
   command->add_flag("--json", flags->json, "print JSON (keys in docs/usage.md) instead of text");
-  command->add_option("--device-memory", flags->device_memory,
-                      "GPU memory, e.g. 80GiB: would the trace or snapshot fit, and where would it OOM "
-                      "(default: unlimited)");
-  command->add_option("--context-memory", flags->context_memory,
-                      "memory held outside the allocator (CUDA context, other processes), e.g. 500MiB");
-  command->add_option("--memory-fraction", flags->memory_fraction, "torch.cuda.set_per_process_memory_fraction")
-      ->check(CLI::Range(0.0, 1.0));
+  add_device_flags(command, &flags->device, /*with_fraction=*/true);
   command->add_option("--device-index", flags->device_index, "which device of a snapshot to replay")->capture_default_str();
   command->add_option("--torch-version", flags->torch_version, "PyTorch release to mimic where releases differ")
       ->capture_default_str();

@@ -260,7 +260,13 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
                          (report.devices_in_file.size() > 1 ? "s " : " ") + held);
   }
 
-  RecordedLayout start(name, config);
+  // The recording's blocks were rounded and split under the settings it was recorded with;
+  // `config` (a what-if such as another roundup_power2_divisions) governs only the replay.
+  // Inferring the recorded extents under `config` would call a legitimate what-if an
+  // inconsistent snapshot.
+  AllocatorConfig recorded_config = snapshot_allocator_config(snapshot);
+  recorded_config.torch_version = config.torch_version;
+  RecordedLayout start(name, recorded_config);
   const uint64_t graph_pools = load_dump_layout(start, snapshot, device_index);
   // A private-pool segment at the dump: an allocation into it inside the window was made by
   // a capture, which the recording does not mark; refused rather than replayed into the

@@ -16,6 +16,7 @@
 #include "advisor/global_batch_search.h"
 #include "advisor/html_report_plan.h"
 #include "advisor/html_report_replay.h"
+#include "advisor/replay_device.h"
 #include "advisor/plan_snapshot_export.h"
 #include "advisor/predict.h"
 #include "advisor/replay_json.h"
@@ -25,7 +26,6 @@
 #include "advisor/snapshot_analysis.h"
 #include "advisor/sweep.h"
 #include "advisor/whatif.h"
-#include "base/byte_size.h"
 #include "base/input_error.h"
 #include "planner/jobs/training_job.h"
 #include "scenario/scenario_source.h"
@@ -80,20 +80,22 @@ PlanResult plan(const std::string& path, const std::optional<std::string>& text,
   return result;
 }
 
-sim::DeviceModel device_model(const std::optional<std::string>& device_memory,
-                              const std::optional<std::string>& context_memory) {
-  sim::DeviceModel device = sim::DeviceModel::unlimited();
-  if (device_memory) device.total_bytes = parse_byte_size(*device_memory, "device_memory");
-  if (context_memory) device.context_bytes = parse_byte_size(*context_memory, "context_memory");
-  return device;
+// As `oomcast replay --device-memory`: the device's CUDA context is counted unless given.
+std::optional<sim::DeviceModel> device_model(const std::optional<std::string>& device_memory,
+                                             const std::optional<std::string>& context_memory) {
+  advisor::ReplayDeviceRequest request;
+  request.device_memory = device_memory.value_or("");
+  request.context_memory = context_memory.value_or("");
+  return advisor::replay_device(request, sim::AllocatorConfig{}.torch_version);
 }
 
 // `oomcast replay --json` of a snapshot (a file, or pickle bytes held in memory) or a trace file.
 std::string replay(const std::string& name, const std::optional<nb::bytes>& pickle,
                    const std::optional<std::string>& alloc_conf, const std::optional<std::string>& device_memory,
                    const std::optional<std::string>& context_memory, int device_index) {
-  const sim::DeviceModel device = device_model(device_memory, context_memory);
-  const bool bounded = device_memory || context_memory;
+  const std::optional<sim::DeviceModel> given_device = device_model(device_memory, context_memory);
+  const sim::DeviceModel device = given_device.value_or(sim::DeviceModel::unlimited());
+  const bool bounded = given_device.has_value();
   std::optional<sim::Snapshot> snapshot;
   if (pickle) {
     std::string bytes(pickle->c_str(), pickle->size());

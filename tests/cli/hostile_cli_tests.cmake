@@ -41,11 +41,20 @@ oomcast_cli_test(hostile_thousand_iterations_extrapolate_from_a_steady_state 0
                  "steady state \\(approximate\\): after 32 planned iterations .*iterations 32-999 are taken to repeat"
                  plan scenarios/llama-2-70b-zero3-offload.yaml --set iterations=1000)
 # Silent wrong answers, now answered.
-oomcast_cli_test(hostile_snapshot_on_a_smaller_device 1 "on a device with 100.00 MiB usable: OOM at event [0-9]+"
-                 replay tests/data/hfblog_linear_10k_50k_grad.pickle.gz --device-memory 100MiB)
+oomcast_cli_test(hostile_snapshot_on_a_smaller_device 1 "on a device with 100.00 MiB usable \\(100.00 MiB total, 0.00 MiB outside the allocator\\): OOM at event [0-9]+"
+                 replay tests/data/hfblog_linear_10k_50k_grad.pickle.gz --device-memory 100MiB --context-memory 0)
 oomcast_cli_test(hostile_mid_run_snapshot_on_a_smaller_device 1
-                 "on a device with 40960.00 MiB usable: the window starts with 42644.00 MiB reserved, more than fits"
+                 "on a device with [0-9.]+ MiB usable \\(40960.00 MiB total, [0-9.]+ MiB outside the allocator\\): the window starts with 42644.00 MiB reserved, more than fits"
                  replay tests/data/cs336_kk_2p7b_fp32_step_ctx128.pickle.gz --device-memory 40GiB)
+# A device counts the CUDA context outside the allocator, as plan does; --device takes a profile.
+oomcast_cli_test(hostile_replay_device_memory_counts_the_cuda_context 1
+                 "on a device with [0-9.]+ MiB usable \\(40960.00 MiB total, [1-9][0-9.]+ MiB outside the allocator\\)"
+                 replay tests/data/cs336_kk_2p7b_fp32_step_ctx128.pickle.gz --device-memory 40GiB)
+oomcast_cli_test(hostile_replay_takes_a_device_profile 1
+                 "on a device with [0-9.]+ MiB usable \\(40325.00 MiB total, [1-9][0-9.]+ MiB outside the allocator\\)"
+                 replay tests/data/cs336_kk_2p7b_fp32_step_ctx128.pickle.gz --device a100-40gb)
+oomcast_cli_test(hostile_replay_device_profile_typo 2 "--device: no GPU profile 'a100-40g' \\(did you mean 'a100-40gb'\\?\\)"
+                 replay tests/data/cli/oom.trace --device a100-40g)
 oomcast_cli_test(hostile_snapshot_device_index_it_lacks 2 "--device-index 5: the snapshot has no device 5; its devices: 0"
                  replay tests/data/cs336_kk_2p7b_fp32_step_ctx128.pickle.gz --device-index 5)
 oomcast_cli_test(hostile_search_a_parameter_the_model_fixes 2 "--param image_size: the scenario does not let 'image_size' vary"
