@@ -74,6 +74,25 @@ std::vector<DeviceProfile> build_profiles() {
       // 44.42 GiB: an OOM text from an 8 x L40S job ("GPU has a total capacity of 44.42 GiB",
       // stepfun-ai/Step-Video-T2V #8); 48 GB GDDR6 with ECC on.
       gpu("l40s", "L40S", 45'486, 89),
+      // "Total Global Memory: 178.35 GB" (GiB) from cudaGetDeviceProperties of an "NVIDIA B200",
+      // compute capability 10.0 (pytorch/ao #4002). Its cuBLAS workspace is taken as the
+      // pre-Hopper default: the size torch picks on sm100 is not verified here.
+      gpu("b200", "B200", 182'630, 100),
+      // "GPU 0 has a total capacity of 93.00 GiB" on an H100 NVL 94GB (ali-vilab/VACE #56).
+      gpu("h100-nvl", "H100 NVL", 95'232, 90),
+      // "GPU has a total capacity of 95.00 GiB" on an H20 96GB (modelscope/DiffSynth-Studio #1238).
+      gpu("h20", "H20", 97'280, 90),
+      // "GPU 0 has a total capacity of 31.37 GiB" on an RTX 5090 32GB (Wan-Video/Wan2.1 #465).
+      gpu("rtx-5090", "RTX 5090", 32'123, 120),
+      // "GPU 0 has a total capacity of 44.43 GiB" on an RTX 6000 Ada, nvidia-smi 46068MiB with ECC
+      // on (DINGYANB/MTVCrafter #21).
+      gpu("rtx-6000-ada", "RTX 6000 Ada", 45'496, 89),
+      // Estimate: RTX A6000 48 GB GDDR6, ECC off by default (nvidia-smi 49,140 MiB), less the
+      // ~0.55 GiB the RTX 6000 Ada's driver keeps back: 47.54 GiB. Not confirmed by an OOM text.
+      gpu("a6000", "RTX A6000", 48'681, 86),
+      // Estimate: A40 48 GB GDDR6 with ECC on by default, as the L40S and RTX 6000 Ada (nvidia-smi
+      // 46,068 MiB): the L40S's 44.42 GiB. Not confirmed by an OOM text.
+      gpu("a40", "A40", 45'486, 86),
   };
   // Host link and compute peak, for the offload-cost estimate (planner/timing/offload_cost.cc).
   // host_link_gbps is the *effective* host<->device copy bandwidth of pinned memory, below
@@ -92,7 +111,12 @@ std::vector<DeviceProfile> build_profiles() {
       {"a100-80gb", 25.0, 312.0}, {"a100-40gb", 25.0, 312.0}, {"h100-80gb", 50.0, 989.0},
       {"h200", 50.0, 989.0},      {"l4", 25.0, 121.0},        {"t4", 12.0, 65.0},
       {"v100-16gb", 12.0, 125.0}, {"v100-32gb", 12.0, 125.0}, {"rtx-3090", 25.0, 71.0},
-      {"rtx-4090", 25.0, 165.0},  {"a10g", 25.0, 70.0},       {"l40s", 25.0, 362.0}};
+      {"rtx-4090", 25.0, 165.0},  {"a10g", 25.0, 70.0},       {"l40s", 25.0, 362.0},
+      // PCIe 5.0 hosts (B200, H100 NVL, H20, RTX 5090) ~50 GB/s, PCIe 4.0 ~25 GB/s; dense bf16
+      // peaks as in the throughput table below.
+      {"b200", 50.0, 2250.0},     {"h100-nvl", 50.0, 835.0},  {"h20", 50.0, 148.0},
+      {"rtx-5090", 50.0, 209.5},  {"rtx-6000-ada", 25.0, 364.2}, {"a6000", 25.0, 154.8},
+      {"a40", 25.0, 149.7}};
   for (DeviceProfile& profile : profiles) {
     for (const LinkAndPeak& link : kLinks) {
       if (profile.name == link.name) {
@@ -136,6 +160,28 @@ std::vector<DeviceProfile> build_profiles() {
       // L40S data sheet: FP32 91.6, TF32 183, BF16/FP16 362 TFLOP/s dense; GDDR6 864 GB/s; PCIe
       // 4.0 x16, no NVLink.
       {"l40s", {91.6, 183.0, 362.0, 362.0, 864.0, 25.0, 12.5}},
+      // B200: HGX B200 data sheet per GPU, dense (FP32 75, TF32 1,100, BF16/FP16 2,250 TFLOP/s;
+      // NVLink 5 1.8 TB/s = 900 per direction); HBM3e 7.67 TB/s as measured from the bus width
+      // and memory clock (pytorch/ao #4002, which also takes bf16 2.25e15).
+      {"b200", {75.0, 1100.0, 2250.0, 2250.0, 7672.0, 900.0, 50.0}},
+      // H100 NVL data sheet (per GPU, halving the sparsity figures): FP32 60, TF32 417.5,
+      // BF16/FP16 835.5; HBM3 3.9 TB/s; NVLink bridge 600 GB/s = 300 per direction.
+      {"h100-nvl", {60.0, 417.5, 835.5, 835.5, 3900.0, 300.0, 12.5}},
+      // H20 as its published specification lists it: FP32 44, TF32 74, BF16/FP16 148 TFLOP/s
+      // dense; HBM3 4.0 TB/s; NVLink 900 GB/s = 450 per direction.
+      {"h20", {44.0, 74.0, 148.0, 148.0, 4000.0, 450.0, 50.0}},
+      // GB202 (Blackwell) whitepaper, RTX 5090: FP32 104.8, TF32 104.8, FP16/BF16 with FP32
+      // accumulate 209.5; GDDR7 1,792 GB/s; PCIe 5.0, no NVLink.
+      {"rtx-5090", {104.8, 104.8, 209.5, 209.5, 1792.0, 50.0, 12.5}},
+      // RTX 6000 Ada data sheet: FP32 91.1, TF32 182.1, FP16/BF16 364.2 dense (1,457 FP8 with
+      // sparsity / 4); 960 GB/s; PCIe 4.0, no NVLink.
+      {"rtx-6000-ada", {91.1, 182.1, 364.2, 364.2, 960.0, 25.0, 12.5}},
+      // RTX A6000 data sheet: FP32 38.7, TF32 77.4, FP16/BF16 154.8 dense (309.7 with sparsity);
+      // 768 GB/s; NVLink bridge 112.5 GB/s = 56.25 per direction.
+      {"a6000", {38.7, 77.4, 154.8, 154.8, 768.0, 56.25, 12.5}},
+      // A40 data sheet: FP32 37.4, TF32 74.8, FP16/BF16 149.7 dense (299.4 with sparsity); 696
+      // GB/s; NVLink bridge 112.5 GB/s = 56.25 per direction.
+      {"a40", {37.4, 74.8, 149.7, 149.7, 696.0, 56.25, 12.5}},
   };
   for (DeviceProfile& profile : profiles) {
     for (const Throughput& row : kThroughputs) {
@@ -152,7 +198,12 @@ std::vector<DeviceProfile> build_profiles() {
   };
   const SmCount kSmCounts[] = {{"a100-80gb", 108}, {"a100-40gb", 108}, {"h100-80gb", 132}, {"h200", 132},
                                {"l4", 58},         {"t4", 40},         {"v100-16gb", 80},  {"v100-32gb", 80},
-                               {"rtx-3090", 82},   {"rtx-4090", 128},  {"a10g", 80},       {"l40s", 142}};
+                               {"rtx-3090", 82},   {"rtx-4090", 128},  {"a10g", 80},       {"l40s", 142},
+                               // B200 148 (pytorch/ao #4002's device query); H100 NVL 132; H20 78
+                               // (reported, no NVIDIA sheet); RTX 5090 170 (GB202 whitepaper); RTX
+                               // 6000 Ada 142; RTX A6000 84; A40 84 (GA102 data sheets).
+                               {"b200", 148},      {"h100-nvl", 132},  {"h20", 78},        {"rtx-5090", 170},
+                               {"rtx-6000-ada", 142}, {"a6000", 84},   {"a40", 84}};
   for (DeviceProfile& profile : profiles) {
     for (const SmCount& row : kSmCounts) {
       if (profile.name == row.name) profile.throughput.sm_count = row.sms;
@@ -215,14 +266,18 @@ std::string device_did_you_mean(std::string_view name) {
     for (const auto& candidate : prefixed) list += (list.empty() ? "" : ", ") + candidate;
     return " (did you mean one of " + list + "?)";
   }
-  // A typo keeps the model number (the first run of digits): 'l40s' is not a misspelt 'l4',
-  // nor 'rtx3090' an 'rtx-4090'.
+  // A typo keeps the model number (the first run of digits and the letter before it): 'l40s'
+  // is not a misspelt 'l4', nor 'rtx3090' an 'rtx-4090', nor 'b200' an 'h200'.
   auto model_number = [](std::string_view text) {
     size_t start = 0;
-    while (start < text.size() && !std::isdigit(static_cast<unsigned char>(text[start]))) ++start;
+    char letter = 0;
+    while (start < text.size() && !std::isdigit(static_cast<unsigned char>(text[start]))) {
+      if (std::isalpha(static_cast<unsigned char>(text[start]))) letter = static_cast<char>(std::tolower(text[start]));
+      ++start;
+    }
     size_t end = start;
     while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
-    return std::string(text.substr(start, end - start));
+    return std::string(1, letter) + std::string(text.substr(start, end - start));
   };
   std::vector<std::string> same_model;
   for (const auto& candidate : device_profile_names()) {

@@ -31,6 +31,22 @@ TEST_CASE("device totals print as the capacities real OOM texts show", "[planner
   CHECK(capacity_text("a10g") == "22.06 GiB");
   CHECK(capacity_text("l4") == "22.03 GiB");
   CHECK(capacity_text("l40s") == "44.42 GiB");
+  CHECK(capacity_text("b200") == "178.35 GiB");
+  CHECK(capacity_text("h100-nvl") == "93.00 GiB");
+  CHECK(capacity_text("h20") == "95.00 GiB");
+  CHECK(capacity_text("rtx-5090") == "31.37 GiB");
+  CHECK(capacity_text("rtx-6000-ada") == "44.43 GiB");
+}
+
+TEST_CASE("every GPU profile has a memory bandwidth, a bf16 peak and a streaming multiprocessor count",
+          "[planner][device]") {
+  for (const auto& profile : device_profiles()) {
+    if (profile.is_cpu) continue;
+    INFO(profile.name);
+    CHECK(profile.throughput.hbm_gbps > 0.0);
+    CHECK(profile.peak_tflops > 0.0);
+    CHECK(profile.throughput.sm_count > 0);
+  }
 }
 
 TEST_CASE("Hopper GPUs get a 32 MiB cuBLAS workspace and the others 8,519,680 bytes", "[planner][device]") {
@@ -58,7 +74,7 @@ TEST_CASE("profile names match ignoring case, spaces and dashes", "[planner][dev
 }
 
 TEST_CASE("a near-miss profile name is suggested by prefix before edit distance", "[planner][device]") {
-  CHECK(device_did_you_mean("h100") == " (did you mean 'h100-80gb'?)");
+  CHECK(device_did_you_mean("h100") == " (did you mean one of h100-80gb, h100-nvl?)");
   CHECK(device_did_you_mean("a100") == " (did you mean one of a100-80gb, a100-40gb?)");
   CHECK(device_did_you_mean("rxt-4090") == " (did you mean 'rtx-4090'?)");
 }
@@ -66,7 +82,8 @@ TEST_CASE("a near-miss profile name is suggested by prefix before edit distance"
 TEST_CASE("another GPU model is never suggested as a typo: the error says how to describe it", "[planner][device]") {
   const std::string custom = " (no profile for that GPU: describe it as device: {total_gib: N, compute_capability: X.Y})";
   CHECK(device_did_you_mean("rtx 4080") == custom);
-  CHECK(device_did_you_mean("a6000") == custom);
+  CHECK(device_did_you_mean("a5000") == custom);
+  CHECK(device_did_you_mean("b100") == custom);
   CHECK(device_did_you_mean("tpu-v5") == custom);
 }
 

@@ -176,8 +176,20 @@ ModelConfig resolve_model(const std::string& reference, const std::string& base_
   fs::path preset = fs::path(dir) / (reference + ".yaml");
   std::error_code error;
   if (dir.empty() || !fs::exists(preset, error)) {
+    // A bare name is a preset; a local folder or file of that name needs a path ('./name'),
+    // and is what the user meant rather than a preset that merely looks alike.
+    fs::path local(reference);
+    if (!base_dir.empty()) local = fs::path(base_dir) / local;
+    if (fs::exists(local, error) || fs::exists(reference, error)) {
+      throw InputError(SourceLocation{}, "model",
+                       "unknown model preset '" + reference + "'; '" + reference + "' is a local " +
+                           (fs::is_directory(fs::exists(local, error) ? local : fs::path(reference), error) ? "folder"
+                                                                                                          : "file") +
+                           ": write 'model: ./" + reference + "' to use it");
+    }
     throw InputError(SourceLocation{}, "model",
-                     "unknown model preset '" + reference + "'" + did_you_mean(reference, preset_names()));
+                     "unknown model preset '" + reference + "'" +
+                         did_you_mean(reference, with_same_numbers(reference, preset_names())));
   }
   return load_model_yaml(preset.string());
 }
