@@ -11,6 +11,7 @@
 #include "scenario/outside_allocator_table.h"
 #include "scenario/zero_keys.h"
 #include "scenario/scenario_loader.h"
+#include "scenario/size_limits.h"
 
 namespace oomcast::scenario {
 
@@ -172,6 +173,22 @@ void require_half_parameters(const YamlNode& root, Scenario& scenario, const std
   }
 }
 
+// DeepSpeed refuses to start when train_batch_size is not micro batch x accumulation x
+// data-parallel world size (deepspeed/runtime/config.py, DeepSpeedConfig._batch_assertion:
+// "Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu *
+// gradient_acc_step * world_size"). Only a DeepSpeed JSON has the key; the error names it there.
+void check_train_batch_size(int64_t train_batch_size, const Scenario& scenario, const std::string& source) {
+  const int64_t micro_times_accum = saturating_product(scenario.batch_size, scenario.grad_accum_steps);
+  const int64_t expected = saturating_product(micro_times_accum, scenario.parallel.world_size);
+  if (train_batch_size == expected) return;
+  const std::string message =
+      "train_batch_size " + std::to_string(train_batch_size) + " in " + source + " is not micro batch " +
+      std::to_string(scenario.batch_size) + " x grad_accum_steps " + std::to_string(scenario.grad_accum_steps) +
+      " x world_size " + std::to_string(scenario.parallel.world_size) + " = " + std::to_string(expected) +
+      " (DeepSpeed refuses such a config): fix one of them, or leave train_batch_size out";
+  throw InputError(SourceLocation{source}, "train_batch_size", message);
+}
+
 void reconcile_deepspeed(const YamlNode& root, const YamlNode& where, const DeepSpeedJson& ds, Scenario& scenario,
                          const std::string& source) {
   YamlNode precision = root.child("precision");
@@ -323,6 +340,7 @@ void read_parallel_section(const YamlNode& root, const std::string& base_dir, Sc
     parallel.deepspeed.zero_optimization = ds.zero;
     parallel.warnings.insert(parallel.warnings.end(), ds.warnings.begin(), ds.warnings.end());
     reconcile_deepspeed(root, where, ds, scenario, source);
+    if (!world.is_missing() && ds.train_batch_size) check_train_batch_size(*ds.train_batch_size, scenario, source);
   } else if (world.is_missing() && parallel.engine != ParallelEngine::None) {
     node.fail("'parallel' needs 'world_size' (ranks in the data-parallel group)");
   }

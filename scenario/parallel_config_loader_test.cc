@@ -137,6 +137,26 @@ TEST_CASE("world_size follows from train_batch_size in a DeepSpeed config", "[pa
   CHECK(s.grad_accum_steps == 4);
 }
 
+TEST_CASE("a train_batch_size that is not micro batch x accumulation x world size is refused, naming that key",
+          "[parallel][loader][hostile]") {
+  std::string json = write_temp("tbs_wrong.json", "{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 2,\n"
+                                                  " \"gradient_accumulation_steps\": 4, \"zero_optimization\": {\"stage\": 1}}\n");
+  auto load = [&](int world) {
+    return load_scenario_text("model: gpt2\nbatch_size: 2\nseq_len: 64\nparallel: {world_size: " + std::to_string(world) +
+                                  ", deepspeed_config: " + json + "}\n",
+                              "x.yaml");
+  };
+  CHECK(load(8).parallel.world_size == 8);  // 2 x 4 x 8 = 64
+  try {
+    load(4);
+    FAIL("no error");
+  } catch (const InputError& error) {
+    CHECK(error.key() == "train_batch_size");
+    CHECK(error.where().file == json);
+    CHECK_THAT(error.message(), Catch::Contains("x world_size 4 = 32"));
+  }
+}
+
 TEST_CASE("FSDP use_orig_params is off unless written, and LoRA is accepted with every engine", "[parallel][loader]") {
   const std::string lora = "training: {trainable: {lora: {r: 8, target_modules: [c_attn]}}}\n";
   Scenario plain = load_scenario_text("model: gpt2\nbatch_size: 1\nseq_len: 64\nparallel: {world_size: 2, fsdp: {}}\n", "x.yaml");

@@ -36,6 +36,11 @@ namespace {
 
 // A first guess at the decompressed size: the gzip trailer's ISIZE field (the size modulo
 // 2^32 of the last member), trusted only within what deflate can achieve.
+[[noreturn]] void too_large(const std::string& name, size_t max_output) {
+  fail(name, "decompresses to more than " + std::to_string(max_output) + " bytes, the limit for a compressed "
+             "input (against gzip bombs); a genuine file this large can be given uncompressed");
+}
+
 size_t initial_output_size(const uint8_t* data, size_t size) {
   const size_t fallback = size * 4 + 1024;
   if (size < 18) return fallback;
@@ -109,15 +114,22 @@ bool has_gzip_magic(const uint8_t* data, size_t size) {
   return size >= 2 && data[0] == 0x1f && data[1] == 0x8b;
 }
 
-ByteVector gunzip(const std::string& name, const uint8_t* data, size_t size) {
+ByteVector gunzip(const std::string& name, const uint8_t* data, size_t size, size_t max_output) {
   InflateStream stream;
   z_stream& z = stream.z;
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) fail(name, "cannot initialise zlib");
-  ByteVector out(initial_output_size(data, size));
+  // One byte over the cap tells a stream of exactly max_output bytes from a longer one.
+  const size_t capacity = max_output == SIZE_MAX ? SIZE_MAX : max_output + 1;
+  ByteVector out(std::min(initial_output_size(data, size), capacity));
   size_t in_pos = 0;
   size_t out_pos = 0;
   for (;;) {
-    if (out_pos == out.size()) out.resize(out.size() * 2);
+    if (out_pos == out.size()) {
+      if (out.size() >= capacity) {
+        too_large(name, max_output);
+      }
+      out.resize(std::min(out.size() * 2, capacity));
+    }
     // zlib counts in uInt, so feed inputs and outputs over 4 GiB in slices.
     const size_t in_slice = std::min<size_t>(size - in_pos, UINT_MAX);
     const size_t out_slice = std::min<size_t>(out.size() - out_pos, UINT_MAX);
@@ -157,6 +169,7 @@ ByteVector gunzip(const std::string& name, const uint8_t* data, size_t size) {
       fail(name, "gzip decompression made no progress at byte " + std::to_string(in_pos));
     }
   }
+  if (out_pos > max_output) too_large(name, max_output);
   out.resize(out_pos);
   return out;
 }

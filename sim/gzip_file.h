@@ -75,10 +75,15 @@ class FileBytes {
 // True when `data` starts with the gzip magic bytes 1f 8b.
 bool has_gzip_magic(const uint8_t* data, size_t size);
 
+// Decompressed snapshots beyond this are refused: a 4 MiB gzip can inflate to 4 GiB (deflate
+// compresses runs about 1,000 to 1), and the pickle's values cost more again once parsed. A
+// genuine recording this large can be given uncompressed (mapped, not copied).
+inline constexpr size_t kMaxDecompressedSnapshotBytes = size_t{4} << 30;
+
 // Decompresses gzip data (several concatenated members are read as one stream). `name` is
 // used in errors. Throws InputError with the compressed byte offset for corrupt or truncated
-// input.
-ByteVector gunzip(const std::string& name, const uint8_t* data, size_t size);
+// input, and when the output would exceed `max_output` bytes (before allocating it).
+ByteVector gunzip(const std::string& name, const uint8_t* data, size_t size, size_t max_output = SIZE_MAX);
 
 // Reads the whole file. Throws InputError when it cannot be opened or read.
 FileBytes read_file_bytes(const std::string& path);

@@ -204,8 +204,13 @@ SnapshotTraceEntry::Action parse_action(std::string_view action) {
   if (action == "segment_unmap") return Action::SegmentUnmap;
   if (action == "oom") return Action::Oom;
   if (action == "snapshot") return Action::Snapshot;
-  return Action::Other;  // user_defined, annotate and whatever newer torch adds: no-ops
+  return Action::Other;
 }
+
+// Actions that change no block: user_defined (torch.cuda.memory._record_memory_history's
+// user markers) and annotate. Any other action is one oomcast does not know; it may allocate
+// or free, so dropping it would replay a different run: refused (sim/snapshot_test.cc).
+bool is_marker_action(std::string_view action) { return action == "user_defined" || action == "annotate"; }
 
 // One pass over the entry's keys: traces hold most of a snapshot's dicts.
 SnapshotTraceEntry parse_trace_entry(const Document& doc, const Value& value, size_t device,
@@ -232,7 +237,15 @@ SnapshotTraceEntry parse_trace_entry(const Document& doc, const Value& value, si
     else if (key == "device_free") device_free = &v;
   }
   if (!action) fields.missing(dict, "action");
-  entry.action = parse_action(fields.string(*action, "action"));
+  const std::string_view action_name = fields.string(*action, "action");
+  entry.action = parse_action(action_name);
+  if (entry.action == Action::Other && !is_marker_action(action_name)) {
+    fields.fail(*action, "action",
+                "unknown trace action '" + std::string(action_name) + "' (known: alloc, free_requested, "
+                "free_completed, segment_alloc, segment_free, segment_map, segment_unmap, oom, snapshot, "
+                "user_defined): a snapshot from a newer PyTorch? Replaying without it could change every "
+                "block after it");
+  }
   const bool known = entry.action != Action::Other && entry.action != Action::Snapshot;
   const char* addr_key = entry.action == Action::Oom ? "device_free" : "addr";
   const Value* addr_value = entry.action == Action::Oom ? device_free : addr;
@@ -402,7 +415,7 @@ Snapshot read_snapshot(const std::string& path, const SnapshotReadOptions& optio
   if (!has_gzip_magic(file.data(), file.size())) {
     return parse_snapshot(path, file.data(), file.size(), options);
   }
-  const ByteVector bytes = gunzip(path, file.data(), file.size());
+  const ByteVector bytes = gunzip(path, file.data(), file.size(), kMaxDecompressedSnapshotBytes);
   file = FileBytes();  // the compressed copy is no longer needed
   try {
     return parse_snapshot(path, bytes.data(), bytes.size(), options);

@@ -13,6 +13,7 @@
 
 #include "base/input_error.h"
 #include "sim/gzip_file.h"
+#include "sim/pickle_writer.h"
 
 namespace {
 
@@ -278,6 +279,40 @@ TEST_CASE("an oom entry takes its addr from device_free and unknown actions beco
   CHECK(trace[2].action == Action::Other);
 }
 
+// {'segments': [], 'device_traces': [[{'action': ACTION, 'addr': 0, 'size': 512, 'stream': 0}]]}
+std::string one_action_snapshot(const char* action) {
+  oomcast::sim::pickle::PickleWriter out;
+  out.begin_dict();
+  out.key("segments");
+  out.begin_list();
+  out.end();
+  out.key("device_traces");
+  out.begin_list();
+  out.begin_list();
+  out.begin_dict();
+  out.key("action");
+  out.string(action);
+  out.key("addr");
+  out.integer(0);
+  out.key("size");
+  out.integer(512);
+  out.key("stream");
+  out.integer(0);
+  out.end();
+  out.end();
+  out.end();
+  out.end();
+  return out.finish();
+}
+
+TEST_CASE("a trace action oomcast does not know is refused, naming it and its entry, not dropped",
+          "[sim][snapshot][hostile]") {
+  const InputError error = error_of(one_action_snapshot("segment_resize"));
+  CHECK_THAT(error.what(), Catch::Contains("unknown trace action 'segment_resize'"));
+  CHECK(error.where().event == 0);
+  CHECK(parse(one_action_snapshot("user_defined")).device_traces[0][0].action == Action::Other);
+}
+
 TEST_CASE("an old snapshot gets block addresses by tiling and segments sorted by address", "[sim][snapshot]") {
   const Snapshot snapshot = parse(kOldSnapshot);
   REQUIRE(snapshot.segments.size() == 2);
@@ -390,6 +425,20 @@ TEST_CASE("a truncated gzip file is an error naming the file and where it ends",
   CHECK(error.where().file == cut.path());
   CHECK(error.message() ==
         "truncated gzip data: the file ends at byte 2000 before the end of the compressed stream");
+}
+
+TEST_CASE("gzip data that inflates beyond its cap is refused before it is held, naming the cap",
+          "[sim][snapshot][hostile]") {
+  const std::string gz = file_contents(kDataDir + "hfblog_linear_10k_50k_grad.pickle.gz");
+  const auto* data = reinterpret_cast<const uint8_t*>(gz.data());
+  const size_t whole = oomcast::sim::gunzip("g.pickle.gz", data, gz.size()).size();
+  try {
+    oomcast::sim::gunzip("g.pickle.gz", data, gz.size(), whole - 1);
+    FAIL("no error");
+  } catch (const InputError& error) {
+    CHECK_THAT(error.message(), Catch::StartsWith("decompresses to more than " + std::to_string(whole - 1) + " bytes"));
+  }
+  CHECK(oomcast::sim::gunzip("g.pickle.gz", data, gz.size(), whole).size() == whole);
 }
 
 TEST_CASE("a corrupt gzip file is an error with the compressed byte offset", "[sim][snapshot]") {
