@@ -1,4 +1,5 @@
 #include "base/edit_distance.h"
+#include "base/name_numbers.h"
 
 #include <catch2/catch.hpp>
 

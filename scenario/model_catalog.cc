@@ -12,6 +12,7 @@
 
 #include "base/bounded_file.h"
 #include "base/edit_distance.h"
+#include "base/name_numbers.h"
 #include "base/input_error.h"
 #include "scenario/graph_file.h"
 #include "scenario/hf_capture.h"
