@@ -90,9 +90,14 @@ void append_full_fine_tune_fixes(const Scenario& s, std::vector<Candidate>* list
                          "bf16 optimizer updates lose small steps (Kahan summation or stochastic rounding helps)"));
   }
   if (!s.parallel.enabled()) {
+    // DeepSpeed runs mixed precision as bf16 parameters with fp32 masters, not autocast.
+    const bool autocast = s.precision == Precision::AmpBf16 || s.precision == Precision::AmpFp16;
+    std::vector<std::string> overrides = {
+        std::string("parallel={world_size: 1, deepspeed: {") + (autocast ? "bf16: {enabled: true}, " : "") +
+        "zero_optimization: {stage: 2, offload_optimizer: {device: cpu}}}}"};
+    if (autocast) overrides.insert(overrides.begin(), "precision=pure_bf16");
     list->push_back(make("cpu_offload", "ZeRO-Offload on this GPU: DeepSpeed ZeRO-2 with the optimizer on the CPU",
-                         {"parallel={world_size: 1, deepspeed: {zero_optimization: {stage: 2, offload_optimizer: "
-                          "{device: cpu}}}}"},
+                         overrides,
                          "the optimizer step runs on the CPU and states cross PCIe every step; host RAM for fp32 "
                          "masters and moments"));
   }

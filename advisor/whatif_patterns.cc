@@ -36,7 +36,6 @@ constexpr double kEvalDrop = 0.05;               // eval peak drops >= 5% under 
 constexpr double kOptimizerShare = 0.10;         // optimizer state >= 10% of the peak
 constexpr double kFragmentShare = 0.15;          // reserved - allocated >= 15% of reserved ...
 constexpr double kFragmentFloor = 0.01;          // ... and >= 1% of usable memory
-constexpr double kKvCacheShare = 0.10;           // a generation's KV cache >= 10% of the peak
 
 std::string pct(double fraction) { return fmt::format("{:.0f}%", fraction * 100.0); }
 
@@ -166,15 +165,22 @@ std::vector<OomPattern> detect_patterns(const ScenarioSource& source, const Scen
   GrowthJudgement growth = generates ? GrowthJudgement{} : judge_growth(base);
   std::optional<LeakOutlook> outlook = generates ? std::nullopt : leak_outlook(base);
   if (generates) {
-    const uint64_t cache = category_bytes(base, TensorCategory::Buffer);
-    if (static_cast<double>(cache) >= kKvCacheShare * peak) {
-      patterns.push_back({"kv_cache_growth",
-                          "the KV cache grows with every generated token (by design, not a leak)",
-                          fmt::format("the cache holds {} at the peak ({} of it), after {} prompt + {} new tokens",
-                                      byte_text(cache), pct(static_cast<double>(cache) / peak),
-                                      s.job.job.generate.prompt_len > 0 ? s.job.job.generate.prompt_len : s.seq_len,
-                                      s.job.job.generate.new_tokens),
-                          fmt::format("a generate job whose KV cache is >= {} of the peak", pct(kKvCacheShare))});
+    // Live memory at the first and the last planned decode step: what the cache (and input_ids)
+    // grew by in between.
+    const PhaseRow* first = nullptr;
+    const PhaseRow* last = nullptr;
+    for (const PhaseRow& row : base.phases) {
+      if (!row.name.ends_with("/decode")) continue;
+      if (!first) first = &row;
+      last = &row;
+    }
+    if (first && last && last->allocated_bytes >= first->allocated_bytes + kLeakGrowthFloor) {
+      const double growth = static_cast<double>(last->allocated_bytes - first->allocated_bytes);
+      patterns.push_back({"kv_cache_growth", "the KV cache grows with every generated token (by design, not a leak)",
+                          fmt::format("live memory grows by {} from {} to {} ({} of the peak)", byte_text(growth),
+                                      first->name, last->name, pct(growth / peak)),
+                          "a generate job whose live memory rises by >= 512 bytes (one block) from its first "
+                          "decode step to its last; never judged as a leak"});
     }
   }
   if (!generates && !growth.judged && may_grow(short_run)) {

@@ -266,13 +266,15 @@ std::string device_did_you_mean(std::string_view name) {
     for (const auto& candidate : prefixed) list += (list.empty() ? "" : ", ") + candidate;
     return " (did you mean one of " + list + "?)";
   }
-  // A typo keeps the model number (the first run of digits and the letter before it): 'l40s'
-  // is not a misspelt 'l4', nor 'rtx3090' an 'rtx-4090', nor 'b200' an 'h200'.
+  // A typo keeps the model number (the series letter the name starts with and the first run
+  // of digits): 'l40s' is not a misspelt 'l4', nor 'rtx3090' an 'rtx-4090', nor 'b200' an 'h200'.
   auto model_number = [](std::string_view text) {
     size_t start = 0;
     char letter = 0;
     while (start < text.size() && !std::isdigit(static_cast<unsigned char>(text[start]))) {
-      if (std::isalpha(static_cast<unsigned char>(text[start]))) letter = static_cast<char>(std::tolower(text[start]));
+      if (letter == 0 && std::isalpha(static_cast<unsigned char>(text[start]))) {
+        letter = static_cast<char>(std::tolower(text[start]));
+      }
       ++start;
     }
     size_t end = start;

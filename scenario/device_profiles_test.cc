@@ -99,10 +99,11 @@ TEST_CASE("the cpu profile has no context, no workspace and no real capacity lim
   CHECK(config.model.total_bytes >= (1ull << 50));
 }
 
-TEST_CASE("the eleven GPUs of the issue, the L40S and cpu are listed", "[planner][device]") {
+TEST_CASE("the eleven GPUs of the issue, the L40S, the GPUs of issue 33 and cpu are listed", "[planner][device]") {
   CHECK(device_profile_names() == std::vector<std::string>{"a100-80gb", "a100-40gb", "h100-80gb", "h200", "l4", "t4",
                                                            "v100-16gb", "v100-32gb", "rtx-3090", "rtx-4090", "a10g",
-                                                           "l40s", "cpu"});
+                                                           "l40s", "b200", "h100-nvl", "h20", "rtx-5090",
+                                                           "rtx-6000-ada", "a6000", "a40", "cpu"});
 }
 
 }  // namespace

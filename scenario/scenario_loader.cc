@@ -148,12 +148,8 @@ ModelConfig read_model(const YamlNode& node, const std::string& base_dir) {
     reference_node = preset.is_missing() ? path : preset;
   }
   const std::string reference = reference_node.as_string();
-  if (reference_node.key() != "path" && !looks_like_path(reference)) {
-    std::vector<std::string> presets = preset_names();
-    if (!presets.empty() && std::find(presets.begin(), presets.end(), reference) == presets.end()) {
-      reference_node.fail("unknown model preset '" + reference + "'" + did_you_mean(reference, presets));
-    }
-  }
+  // An unknown preset is refused by resolve_model (a did-you-mean that keeps the name's
+  // numbers, or the local folder it names), at this node's line.
   ModelConfig model;
   try {
     model = resolve_model(reference, base_dir);

@@ -42,7 +42,7 @@ oomcast_cli_test(hostile_thousand_iterations_extrapolate_from_a_steady_state 0
                  plan scenarios/llama-2-70b-zero3-offload.yaml --set iterations=1000)
 # Silent wrong answers, now answered.
 oomcast_cli_test(hostile_snapshot_on_a_smaller_device 1 "on a device with 100.00 MiB usable \\(100.00 MiB total, 0.00 MiB outside the allocator\\): OOM at event [0-9]+"
-                 replay tests/data/hfblog_linear_10k_50k_grad.pickle.gz --device-memory 100MiB --context-memory 0)
+                 replay tests/data/hfblog_linear_10k_50k_grad.pickle.gz --device-memory 100MiB --context-memory 0B)
 oomcast_cli_test(hostile_mid_run_snapshot_on_a_smaller_device 1
                  "on a device with [0-9.]+ MiB usable \\(40960.00 MiB total, [0-9.]+ MiB outside the allocator\\): the window starts with 42644.00 MiB reserved, more than fits"
                  replay tests/data/cs336_kk_2p7b_fp32_step_ctx128.pickle.gz --device-memory 40GiB)
@@ -85,8 +85,8 @@ oomcast_cli_test(hostile_search_max_zero 2 "--max"
                  search ${small} --max 0)
 oomcast_cli_test(hostile_plan_json_has_memory_stats 0 "\"memory_stats\": {.*\"allocated_bytes.all.peak\".*\"num_alloc_retries\""
                  plan ${small} --json)
-oomcast_cli_test(hostile_unknown_gpu_is_not_a_typo 2 "unknown device profile 'a6000' \\(no profile for that GPU"
-                 plan ${small} --set device=a6000)
+oomcast_cli_test(hostile_unknown_gpu_is_not_a_typo 2 "unknown device profile 'a5000' \\(no profile for that GPU"
+                 plan ${small} --set device=a5000)
 oomcast_cli_env_test(environment_alloc_conf_is_honoured PYTORCH_CUDA_ALLOC_CONF "expandable_segments:True" 0
                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.*note: using PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True from the environment"
                      plan ${small})

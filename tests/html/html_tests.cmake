@@ -13,7 +13,7 @@ if(OOMCAST_PYTHON3)
   oomcast_html_test(plan_oom plan scenarios/llama-2-7b-fp32-adamw-oom.yaml)
   oomcast_html_test(plan_cpu plan scenarios/gpt2-tiny-cpu.yaml)
   oomcast_html_test(replay_snapshot replay tests/data/cs336_kk_2p7b_fp32_step_ctx128.pickle.gz)
-  oomcast_html_test(replay_trace replay tests/data/cli/oom.trace --device-memory 100MiB --context-memory 0)
+  oomcast_html_test(replay_trace replay tests/data/cli/oom.trace --device-memory 100MiB --context-memory 0B)
   oomcast_html_test(whatif whatif scenarios/llama-2-7b-fp32-adamw-oom.yaml --no-fit)
 endif()
 # Every bundled scenario's plan page finishes loading in Chromium (issue 33: a segment map whose
