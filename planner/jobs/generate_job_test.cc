@@ -132,6 +132,6 @@ TEST_CASE("the planned decode steps are every step up to the budget, else dense 
   CHECK(sampled.front() == 0);
   CHECK(sampled.back() == 32767);
   for (int64_t step = 1; step <= kDenseDecodeSteps; ++step) CHECK(sampled[static_cast<size_t>(step)] == step);
-  CHECK(sampled[sampled.size() - 1 - kDenseDecodeSteps] == 32767 - kDenseDecodeSteps);
+  CHECK(sampled[sampled.size() - kDenseDecodeSteps] == 32768 - kDenseDecodeSteps);  // the dense tail starts there
   for (size_t i = 1; i < sampled.size(); ++i) CHECK(sampled[i] > sampled[i - 1]);
 }
