@@ -181,12 +181,12 @@ ModelConfig resolve_model(const std::string& reference, const std::string& base_
     // and is what the user meant rather than a preset that merely looks alike.
     fs::path local(reference);
     if (!base_dir.empty()) local = fs::path(base_dir) / local;
-    if (fs::exists(local, error) || fs::exists(reference, error)) {
+    // Where './name' would resolve: beside the scenario.
+    if (fs::exists(local, error)) {
       throw InputError(SourceLocation{}, "model",
                        "unknown model preset '" + reference + "'; '" + reference + "' is a local " +
-                           (fs::is_directory(fs::exists(local, error) ? local : fs::path(reference), error) ? "folder"
-                                                                                                          : "file") +
-                           ": write 'model: ./" + reference + "' to use it");
+                           (fs::is_directory(local, error) ? "folder" : "file") + ": write 'model: ./" + reference +
+                           "' to use it");
     }
     throw InputError(SourceLocation{}, "model",
                      "unknown model preset '" + reference + "'" +
