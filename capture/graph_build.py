@@ -3,6 +3,7 @@
 # ops (catalogue ops where capture/op_map.py recognises one, generic ops otherwise), outputs.
 import torch
 
+import checkpoint_regions
 from op_map import catalogue_statement
 
 FLOATING = {"float32", "float16", "bfloat16", "float64"}
@@ -24,6 +25,7 @@ class GraphBuilder:
         self.uses = self._uses()
         self.sdpa_at = {c.start: c for c in rec.sdpa_calls if c.end > c.start}
         self.sdpa_notes = []         # SDPA calls kept as generic ops, and why
+        self.checkpoint_notes = []   # torch.utils.checkpoint calls the graph file cannot mark
 
     # ---- names and shapes
     def name(self, tid):
@@ -98,6 +100,9 @@ class GraphBuilder:
         root = next((c for c in self.rec.module_calls if c[0] == "" and c[2] is not None), None)
         root_end = root[2] if root else len(self.rec.ops)
         self.holds, self.frame_args = self._python_lifetimes(calls, root_end)
+        for call in checkpoint_regions.unmatched_calls(self.rec, [(c[1], c[2]) for c in calls]):
+            self.checkpoint_notes.append(f"{call.module or 'the model'}: a checkpointed function that is not one "
+                                         f"module call (planned without checkpointing)")
         model, ci = self._range(0, root_end, "", calls, 0, "root")
         loss, _ = self._range(root_end, len(self.rec.ops), "", calls, ci, None)
         if self.holds.get("root") or self.frame_args.get("root"):
@@ -198,7 +203,7 @@ class GraphBuilder:
         return [(p, t) for p, t in pending if p >= upto]
 
     def module_options(self, path, start, end):
-        return {}
+        return checkpoint_regions.checkpoint_options(self.rec, start, end)
 
     @staticmethod
     def _ordered(stmt):

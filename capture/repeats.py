@@ -90,6 +90,11 @@ def binds_of(stmt):
 
 
 # ---- the folding
+def _checkpointed_inside(stmt):
+    """Whether a statement is, or contains, a module the model's own code checkpoints."""
+    return "checkpoint" in stmt or any(_checkpointed_inside(s) for s in stmt.get("body", []) if isinstance(s, dict))
+
+
 class Folder:
     def __init__(self, leaf_bound, shape_of):
         self.next_id = 0
@@ -152,6 +157,8 @@ class Folder:
                 if depth == 0:  # the blocks of an outermost run are what checkpointing wraps
                     for s in out:
                         for blk in (s["body"] if "repeat" in s else [s] if "module" in s else []):
+                            if _checkpointed_inside(blk):
+                                continue  # the model checkpoints it (or a part): units do not nest
                             blk["checkpoint_unit"] = True
                             blk["body"] = blk.pop("body")  # keep body last
                 return out

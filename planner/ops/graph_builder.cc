@@ -136,9 +136,13 @@ OpNode& GraphBuilder::add_op(OpKind kind, std::string_view leaf, std::vector<Ten
     unit_decided_ = true;
     const CheckpointMode mode = context_.checkpoint_mode;
     const auto unit = static_cast<int64_t>(current_unit_);
-    bool reentrant = context_.checkpoint_reentrant &&
-                     (mode == CheckpointMode::Full ||
-                      (mode == CheckpointMode::EveryN && (context_.checkpoint_every_n <= 1 || unit % context_.checkpoint_every_n == 0)));
+    const LayerGraph::ModelCheckpoint model_checkpoint = graph_.unit_model_checkpoint[static_cast<size_t>(unit)];
+    bool reentrant = model_checkpoint != LayerGraph::ModelCheckpoint::None
+                         ? model_checkpoint == LayerGraph::ModelCheckpoint::Reentrant
+                         : context_.checkpoint_reentrant &&
+                               (mode == CheckpointMode::Full ||
+                                (mode == CheckpointMode::EveryN &&
+                                 (context_.checkpoint_every_n <= 1 || unit % context_.checkpoint_every_n == 0)));
     bool argument_requires_grad = false;
     for (TensorId in : inputs) {
       const TensorDesc& desc = graph_.tensors[graph_.tensors[in].storage];
@@ -190,8 +194,9 @@ void GraphBuilder::end_scope() {
   add_op(OpKind::ScopeEnd, "return", std::move(held), {}, std::move(rules));
 }
 
-void GraphBuilder::begin_unit() {
+void GraphBuilder::begin_unit(LayerGraph::ModelCheckpoint model_checkpoint) {
   current_unit_ = graph_.num_units++;
+  graph_.unit_model_checkpoint.push_back(model_checkpoint);
   unit_decided_ = false;
   unit_grad_blocked_ = false;
 }

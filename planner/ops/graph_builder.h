@@ -97,8 +97,9 @@ class GraphBuilder {
   void hold(TensorId tensor);
   void end_scope();
 
-  // Checkpoint units: every op added between begin_unit and end_unit belongs to one block.
-  void begin_unit();
+  // Checkpoint units: every op added between begin_unit and end_unit belongs to one block;
+  // `model_checkpoint` says the model's own forward checkpoints it (always on).
+  void begin_unit(LayerGraph::ModelCheckpoint model_checkpoint = LayerGraph::ModelCheckpoint::None);
   void end_unit();
   // The current block's attention keys and values as a generation's KV cache would keep them
   // (before repeat_kv): a view held there keeps its whole base alive (GPT-2's fused c_attn).
