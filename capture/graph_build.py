@@ -7,6 +7,9 @@ import checkpoint_regions
 from op_map import catalogue_statement
 
 FLOATING = {"float32", "float16", "bfloat16", "float64"}
+# dtypes autograd differentiates: complex too (RoPE by complex multiplication carries q's and
+# k's gradients through view_as_complex and view_as_real)
+DIFFERENTIABLE = FLOATING | {"complex32", "complex64", "complex128"}
 
 
 def _short(op):
@@ -248,7 +251,7 @@ class GraphBuilder:
 
     def grad_rule(self, op, tid, aliased):
         r = self.t(tid)
-        if r.dtype not in FLOATING or not op.input_requires_grad.get(tid, r.requires_grad):
+        if r.dtype not in DIFFERENTIABLE or not op.input_requires_grad.get(tid, r.requires_grad):
             return "none"
         if not any(self.t(o).requires_grad for o in op.outputs):
             return "none"  # no autograd history (empty_like, comparisons, factories)

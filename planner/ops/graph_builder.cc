@@ -119,6 +119,24 @@ TensorId GraphBuilder::view(TensorId base, std::string_view leaf, uint64_t numel
   return id;
 }
 
+void GraphBuilder::storage_requires_grad(TensorId storage) {
+  std::vector<uint8_t> rebased(graph_.tensors.size(), 0);
+  for (size_t id = 0; id < graph_.tensors.size(); ++id) {
+    TensorDesc& desc = graph_.tensors[id];
+    if (desc.storage != storage || desc.requires_grad) continue;
+    desc.requires_grad = true;
+    rebased[id] = 1;
+  }
+  // Their producers (torch.zeros_like, a detach) now have a grad node in autograd's eyes (the
+  // base's CopySlices), not leaves whose .grad backward would fill and keep.
+  for (OpNode& op : graph_.ops) {
+    if (op.records_grad_node) continue;
+    for (TensorId out : op.outputs) {
+      if (rebased[out]) op.records_grad_node = true;
+    }
+  }
+}
+
 OpNode& GraphBuilder::add_op(OpKind kind, std::string_view leaf, std::vector<TensorId> inputs,
                              std::vector<TensorId> outputs, std::vector<GradRule> input_grads) {
   if (input_grads.size() != inputs.size()) throw std::logic_error("add_op: one grad rule per input");

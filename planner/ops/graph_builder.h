@@ -84,6 +84,10 @@ class GraphBuilder {
   TensorId activation(std::string_view leaf, uint64_t numel, DType dtype);
   // A view sharing `base`'s storage (reshape, transpose, split piece, in-place result).
   TensorId view(TensorId base, std::string_view leaf, uint64_t numel);
+  // An in-place write with autograd history into a view (out[..., 0] = a): autograd rebases
+  // the view's base (CopySlices), so the base and every view of its storage require grad from
+  // then on, however they were made (torch.zeros_like, a detached buffer).
+  void storage_requires_grad(TensorId storage);
 
   // Appends an op. Outputs get requires_grad when grad mode is on and an input requires it;
   // saved tensors are dropped when no grad node is recorded.
