@@ -20,6 +20,7 @@ class GraphBuilder:
     def __init__(self, rec, shapes, keys):
         self.rec, self.shapes, self.keys = rec, shapes, keys
         self.names = {}              # tensor id -> bound name
+        self._by_name = {}           # bound name -> tensor id (shape_of_name)
         self.generic = {}            # aten op -> count, for the summary
         self.catalogue = {}
         self.consumed = set()        # ops folded into a catalogue statement
@@ -40,10 +41,10 @@ class GraphBuilder:
         return list(self.shapes[tid])
 
     def shape_of_name(self, name):
-        for tid, n in self.names.items():
-            if n == name:
-                return self.shape(tid)
-        return []
+        if len(self._by_name) != len(self.names):  # names only grow: rebuilt when they did
+            self._by_name = {n: tid for tid, n in self.names.items()}
+        tid = self._by_name.get(name)
+        return self.shape(tid) if tid is not None else []
 
     def t(self, tid):
         return self.rec.tensors[tid]

@@ -75,10 +75,12 @@ def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None, m
         doc["buffers"] = buffers
     doc["inputs"] = builder.inputs()
     forward = builder.forward()
+    # outputs before folding: fold_repeats renames them with the locals they name
+    doc["outputs"] = builder.outputs_section()
     if repeats:
         forward = fold_repeats(forward, doc, builder.shape_of_name)
     doc["forward"] = forward
-    doc["outputs"] = builder.outputs_section()
+    doc["outputs"] = doc.pop("outputs")  # written after the forward
     _insert_construction_temporaries(doc, base.construction_temporaries)
     optimizer, optimizer_note = runner.read_optimizer(user, model_path)
     if optimizer:
