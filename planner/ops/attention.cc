@@ -1,7 +1,6 @@
 // Attention: the eager path nanoGPT writes (q@kᵀ, scale, masked_fill, softmax, dropout, @v),
 // and the three SDPA backends (math, flash, memory-efficient) as §2.3 describes their saved
 // sets and transients; plus HF's rotary embedding.
-#include <algorithm>
 #include <stdexcept>
 
 #include "base/input_error.h"
@@ -45,19 +44,11 @@ TensorId bmm(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b, uin
   op.forward_flops = 2.0 * static_cast<double>(out_numel) * static_cast<double>(inner);
   if (b_requires_grad) op.saved.push_back(ac);
   if (a_requires_grad) op.saved.push_back(bc);
-  // The CPU's bf16 GEMMs run matrix by matrix, each with its fp32 result (cpu_bf16_gemm_buffer):
-  // a [m, n] one after the output; in the backward [m, k] after grad_a and [k, n] after grad_b.
+  // The CPU's bf16 GEMMs run matrix by matrix, each with its fp32 result (cpu_gemm_buffer.h).
   if (matrices > 0 && inner > 0) {
-    const uint64_t m_n = out_numel / matrices;
     const uint64_t m = g.tensor(ac).numel / matrices / inner, n = g.tensor(bc).numel / matrices / inner;
-    if (m * n == m_n) {
-      if (uint64_t bytes = cpu_bf16_gemm_buffer(g, dtype, m, n, inner)) {
-        op.forward_transients.push_back(Transient{g.intern(name + ".fp32_result"), bytes, true});
-        uint64_t backward = 0;
-        if (a_requires_grad) backward = std::max(backward, cpu_bf16_gemm_buffer(g, dtype, m, inner, n));
-        if (b_requires_grad) backward = std::max(backward, cpu_bf16_gemm_buffer(g, dtype, inner, n, m));
-        if (backward) op.backward_transients.push_back(Transient{g.intern(name + ".fp32_grad"), backward, true});
-      }
+    if (m * n * matrices == out_numel) {
+      add_cpu_bf16_gemm_buffers(g, op, name, dtype, m, n, inner, a_requires_grad, b_requires_grad);
     }
   }
   g.finish_op(op);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "planner/ops/graph_builder.h"
 
@@ -16,5 +17,11 @@ namespace oomcast::planner::ops {
 // (validate/op_probe.py linear and matmul4d with --bf16; issue 26); oneDNN pads small results
 // (16 x 21 takes 16 x 24 floats), which this leaves out.
 uint64_t cpu_bf16_gemm_buffer(const GraphBuilder& g, DType dtype, uint64_t m, uint64_t n, uint64_t k);
+
+// Adds those buffers to a GEMM op `a` (m x k) times `b` (k x n), per matrix: the [m, n] result
+// after the output; in the backward an [m, k] one after grad_a and a [k, n] one after grad_b,
+// each freed before the next GEMM, so the larger stands for both, after the gradients.
+void add_cpu_bf16_gemm_buffers(GraphBuilder& g, OpNode& op, const std::string& name, DType dtype, uint64_t m,
+                               uint64_t n, uint64_t k, bool a_requires_grad, bool b_requires_grad);
 
 }  // namespace oomcast::planner::ops

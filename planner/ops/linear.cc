@@ -2,8 +2,6 @@
 // Autocast "lower" class: the input is cast per call, the weight through the autocast cache.
 // A linear whose module the job adapts (LoRA) or stores quantized goes through
 // linear_variants.cc first.
-#include <algorithm>
-
 #include "planner/ops/cpu_gemm_buffer.h"
 #include "planner/ops/linear_variants.h"
 #include "planner/ops/op_catalogue.h"
@@ -11,12 +9,6 @@
 namespace oomcast::planner::ops {
 
 using scenario::OpKind;
-
-uint64_t cpu_bf16_gemm_buffer(const GraphBuilder& g, DType dtype, uint64_t m, uint64_t n, uint64_t k) {
-  // aten/src/ATen/native/mkldnn/Matmul.cpp mkldnn_gemm: no oneDNN for m * n * k <= 16 * 16 * 16.
-  if (!g.context().cpu_kernels || dtype != DType::BFloat16 || m * n * k <= 16 * 16 * 16) return 0;
-  return m * n * 4 + 128;
-}
 
 TensorId linear(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId weight, TensorId bias,
                 int64_t in_features, int64_t out_features, bool copy_input) {
@@ -60,18 +52,9 @@ TensorId dense_linear(GraphBuilder& g, std::string_view leaf, TensorId x, Tensor
   // mm_mat1_backward needs mat2 (the weight) only for the input's gradient (§1.1 guards).
   if (w_requires_grad) op.saved.push_back(x_compute);
   if (x_requires_grad) op.saved.push_back(w_compute);
-  // The CPU's bf16 GEMMs: one fp32 result after the output, then in the backward one after
-  // grad_input (rows x in) and one after grad_weight (out x in), each freed before the next
-  // GEMM: the larger stands for both, after the gradients.
-  const DType compute = g.tensor(x_compute).dtype;
-  const auto in = static_cast<uint64_t>(in_features), out_dim = static_cast<uint64_t>(out_features);
-  if (uint64_t bytes = cpu_bf16_gemm_buffer(g, compute, rows, out_dim, in)) {
-    op.forward_transients.push_back(Transient{g.intern(name + ".fp32_result"), bytes, true});
-    uint64_t backward = 0;
-    if (x_requires_grad) backward = std::max(backward, cpu_bf16_gemm_buffer(g, compute, rows, in, out_dim));
-    if (w_requires_grad) backward = std::max(backward, cpu_bf16_gemm_buffer(g, compute, out_dim, in, rows));
-    if (backward) op.backward_transients.push_back(Transient{g.intern(name + ".fp32_grad"), backward, true});
-  }
+  // The CPU's bf16 GEMMs: x (rows x in) times Wᵀ (in x out), each with its fp32 result.
+  add_cpu_bf16_gemm_buffers(g, op, name, g.tensor(x_compute).dtype, rows, static_cast<uint64_t>(out_features),
+                            static_cast<uint64_t>(in_features), x_requires_grad, w_requires_grad);
   g.finish_op(op);
   return out;
 }
