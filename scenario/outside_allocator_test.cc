@@ -15,6 +15,19 @@ using testing::error_of;
 
 constexpr uint64_t kMiB = 1ull << 20;
 
+// A table whose context section is `rows` (YAML list items), the other sections empty or trivial.
+OutsideAllocatorTable context_table(const std::string& rows) {
+  return parse_outside_allocator_table("torch_default_cuda: []\nmodule_loading_default: []\ncontext:" + rows + R"(cublas_workspace: []
+cudnn: []
+nccl:
+  - {key: simple_buffer, bytes: 1, source: s, kind: doc}
+  - {key: ll128_buffer, bytes: 1, source: s, kind: doc}
+  - {key: ll_buffer, bytes: 1, source: s, kind: doc}
+  - {key: channels, count: 1, source: s, kind: doc}
+  - {key: ring_peers, count: 1, source: s, kind: doc}
+)", "t.yaml");
+}
+
 Scenario load(const std::string& device, const std::vector<std::string>& overrides = {}) {
   return load_scenario_text("model: gpt2\nbatch_size: 1\nseq_len: 16\n" + device, "s.yaml", overrides);
 }
@@ -32,21 +45,10 @@ TEST_CASE("every row of the bundled table cites a source and parses", "[planner]
 }
 
 TEST_CASE("a row for the GPU's architecture beats an any-architecture row", "[planner][outside]") {
-  OutsideAllocatorTable table = parse_outside_allocator_table(R"(
-torch_default_cuda: []
-module_loading_default: []
-context:
+  OutsideAllocatorTable table = context_table(R"(
   - {arch: [sm_90], cuda: "12.0+", loading: lazy, mib: 500, kind: ours, source: a}
   - {arch: any, cuda: "12.4", loading: lazy, mib: 400, kind: doc, source: b}
-cublas_workspace: []
-cudnn: []
-nccl:
-  - {key: simple_buffer, bytes: 1, source: s, kind: doc}
-  - {key: ll128_buffer, bytes: 1, source: s, kind: doc}
-  - {key: ll_buffer, bytes: 1, source: s, kind: doc}
-  - {key: channels, count: 1, source: s, kind: doc}
-  - {key: ring_peers, count: 1, source: s, kind: doc}
-)", "t.yaml");
+)");
   CHECK(table.find_context(90, 206, 1204, ModuleLoading::Lazy)->bytes == 500 * kMiB);
   CHECK(table.find_context(80, 206, 1204, ModuleLoading::Lazy)->bytes == 400 * kMiB);
   CHECK(table.find_context(80, 206, 1206, ModuleLoading::Lazy) == nullptr);
@@ -94,21 +96,10 @@ TEST_CASE("a V100 with torch 1.10 takes the context measured under torch 1.10", 
 }
 
 TEST_CASE("a context row with a torch range beats one without for a release inside it", "[planner][outside]") {
-  OutsideAllocatorTable table = parse_outside_allocator_table(R"(
-torch_default_cuda: []
-module_loading_default: []
-context:
+  OutsideAllocatorTable table = context_table(R"(
   - {arch: [sm_70], cuda: "10.0-10.2", loading: eager, mib: 1000, kind: measurement, source: a}
   - {arch: [sm_70], cuda: "10.0-10.2", torch: "1.10-1.12", loading: eager, mib: 1300, kind: derived, source: b}
-cublas_workspace: []
-cudnn: []
-nccl:
-  - {key: simple_buffer, bytes: 1, source: s, kind: doc}
-  - {key: ll128_buffer, bytes: 1, source: s, kind: doc}
-  - {key: ll_buffer, bytes: 1, source: s, kind: doc}
-  - {key: channels, count: 1, source: s, kind: doc}
-  - {key: ring_peers, count: 1, source: s, kind: doc}
-)", "t.yaml");
+)");
   CHECK(table.find_context(70, 110, 1002, ModuleLoading::Eager)->bytes == 1300 * kMiB);
   CHECK(table.find_context(70, 103, 1002, ModuleLoading::Eager)->bytes == 1000 * kMiB);
 }
