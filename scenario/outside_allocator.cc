@@ -38,13 +38,13 @@ void resolve_outside_allocator(const OutsideAllocatorRequest& request, sim::Torc
         table.default_loading(torch_version, device.cuda_version).value_or(ModuleLoading::Eager));
   }
   ModuleLoading loading = device.module_loading == "lazy" ? ModuleLoading::Lazy : ModuleLoading::Eager;
-  std::string lookup = fmt::format("{}, torch {}, CUDA {} ({}), {} module loading",
-                                   architecture_text(device.compute_capability), release_text(torch_version),
+  std::string lookup = fmt::format("{}, CUDA {} ({}), {} module loading", architecture_text(device.compute_capability),
                                    release_text(device.cuda_version), cuda_origin, device.module_loading);
   if (request.context_given) {
     device.cuda_context_bytes = device.model.context_bytes;  // read_device already applied it
     device.context_source = "scenario: device.context_mib";
-  } else if (const ContextRow* row = table.find_context(device.compute_capability, torch_version, device.cuda_version, loading)) {
+  } else if (const ContextRow* row =
+                 table.find_context(device.compute_capability, torch_version, device.cuda_version, loading)) {
     device.cuda_context_bytes = row->bytes;
     device.context_source = row_citation(row->origin) + " [looked up for " + lookup + "]";
   } else {
