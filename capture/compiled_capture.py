@@ -25,6 +25,7 @@ import os
 import torch
 import torch._functorch.config  # noqa: F401  (activation_memory_budget)
 
+import compiled_layout
 import runner
 import symbolic
 from recorder import CaptureError
@@ -85,8 +86,9 @@ class GraphRecord:
 
 class CompileSettings:
     def __init__(self, mode="default", fullgraph=False, dynamic="false", scopes=("model",),
-                 activation_memory_budget=1.0):
+                 activation_memory_budget=1.0, for_device="cuda"):
         self.mode, self.fullgraph, self.dynamic = mode, fullgraph, dynamic
+        self.for_device = for_device  # inductor's layout decisions differ by device (compiled_layout.py)
         self.scopes = list(scopes)
         self.activation_memory_budget = activation_memory_budget
 
@@ -97,7 +99,7 @@ class CompileSettings:
     def document(self, graphs, breaks):
         doc = {"mode": self.mode, "fullgraph": self.fullgraph, "dynamic": self.dynamic, "scope": self.scopes,
                "activation_memory_budget": self.activation_memory_budget, "graphs": graphs,
-               "graph_breaks": breaks}
+               "graph_breaks": breaks, "for_device": self.for_device}
         return doc
 
 
@@ -298,7 +300,7 @@ def describe_run(user, path, sizes, settings):
     forward = []
     for k, record in enumerate(forwards):
         backward = by_id.get(record.graph_id) if record.graph_id in by_id else backwards[len(backwards) - 1 - k]
-        forward += _graph_statements(k, record, backward, namer, path)
+        forward += _graph_statements(k, record, backward, namer, path, settings.for_device)
     if "loss" not in settings.scopes:
         forward += _eager_default_loss(out, target, namer)
     loss_name = namer.name_of(loss) if "loss" in settings.scopes else "loss.value"
@@ -331,7 +333,7 @@ def _eager_default_loss(out, target, namer):
     return statements
 
 
-def _graph_statements(k, record, backward, namer, path):
+def _graph_statements(k, record, backward, namer, path, device_kind):
     if record.args is None:
         raise CaptureError(f"{path}: compiled graph {k} never ran")
     prefix = f"compiled.g{k}"
@@ -353,19 +355,30 @@ def _graph_statements(k, record, backward, namer, path):
     partition = Partition(gm, outputs_kept=True)
     reads = partition.reads()
     order = partition.materialised
-    last = _last_uses(order + [partition.output_node], reads)
+    copies = compiled_layout.channels_last_copies(gm, partition._view_root) \
+        if compiled_layout.decides_channels_last(gm, device_kind) else {}
+    copy_names = {}  # placeholder -> its channels-last copy, once made (the convolutions read it)
     statements = []
     for node in order:
         shape, dtype = _nbytes_shape(node)
         buffer = f"{prefix}.{node.name}"
         names[node] = buffer
-        inputs = [names[s] for s in sorted(reads[node], key=lambda s: partition.nodes.index(s)) if s in names]
+        uses_copy = node.target is torch.ops.aten.convolution.default
+        # the weight's copy is made first, then the input's (the order the allocation hook records)
+        for root in (partition._view_root(a) for a in node.args[1::-1] if uses_copy and hasattr(a, "op")):
+            if root in copies and root not in copy_names:
+                copy_names[root] = f"{prefix}.{names[root]}.channels_last"
+                copy_shape, copy_dtype = _nbytes_shape(root)
+                statements.append({"op": "generic", "name": copy_names[root], "aten": "clone", "inputs": [names[root]],
+                                   "outputs": [{"name": copy_names[root], "shape": copy_shape, "dtype": copy_dtype}],
+                                   "grads": ["none"]})
+        sources = sorted(reads[node], key=lambda s: partition.nodes.index(s))
+        inputs = [copy_names.get(s, names[s]) if uses_copy else names[s] for s in sources if s in names]
         statements.append({"op": "generic", "name": f"{prefix}.{node.name}", "aten": _aten_name(node),
                            "inputs": inputs, "outputs": [{"name": buffer, "shape": shape, "dtype": dtype}],
                            "grads": ["none"] * len(inputs)})
     # the autograd node: primals in, user outputs (views of the kernels' buffers) out
     primal_names = [names[p] for p in placeholders if p in names]
-    requires = [p for p in placeholders if p in names and _val(p) is not None and _val(p).requires_grad]
     user_outputs = []
     for i, node in enumerate(fw_out[:n_user]):
         base = partition.base.get(node) if hasattr(node, "op") else None
@@ -381,7 +394,7 @@ def _graph_statements(k, record, backward, namer, path):
         if node is None or not _is_tensor(node):
             continue
         base = partition.base.get(node)
-        saves.append(names[base] if base is not None else None)
+        saves.append(copy_names.get(base, names[base]) if base is not None else None)
     program = _backward_program(backward, saved_names, saves, placeholders, names, prefix)
     saves_list = [s for s in dict.fromkeys(x for x in saves if x is not None)]
     # the node takes the forward's outputs, the user's (its outputs are views of them) and the
@@ -401,7 +414,6 @@ def _graph_statements(k, record, backward, namer, path):
     for i, node in enumerate(fw_out[:n_user]):
         base = partition.base.get(node)
         namer.by_storage[_storage_of(record, node, i)] = f"{prefix}.out{i}"
-    del requires
     return statements
 
 

@@ -216,6 +216,9 @@ def main(argv=None):
     ap.add_argument("--compile", nargs="?", const="{}", metavar="SETTINGS",
                     help="capture the model as torch.compile runs it (capture/compiled_capture.py); SETTINGS is "
                          "the scenario's compile: map, e.g. '{scope: [model, loss], activation_memory_budget: 0.5}'")
+    ap.add_argument("--for-device", choices=("cuda", "cpu"), default="cuda",
+                    help="with --compile: the device kind the plan is for (inductor's channels-last layout "
+                         "decisions differ; capture/compiled_layout.py). Default cuda")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
     if os.path.exists(args.output) and os.path.exists(args.model) and os.path.samefile(args.output, args.model):
@@ -236,8 +239,9 @@ def main(argv=None):
         with bounded(args.timeout, args.model):
             if args.compile is not None:
                 import compiled_capture
-                doc, summary = compiled_capture.capture(args.model, parse_sizes(args.sizes),
-                                                        compiled_capture.settings_from_text(args.compile), log=log)
+                settings = compiled_capture.settings_from_text(args.compile)
+                settings.for_device = args.for_device
+                doc, summary = compiled_capture.capture(args.model, parse_sizes(args.sizes), settings, log=log)
             else:
                 doc, summary = capture(args.model, parse_sizes(args.sizes), repeats=not args.no_repeat, log=log,
                                        max_ops=args.max_ops)

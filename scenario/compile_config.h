@@ -26,6 +26,9 @@ struct CompileConfig {
   // Written by the capture (graph files only): graphs partitioned, and the graph breaks between them.
   int graphs = 0;
   int graph_breaks = 0;
+  // The device kind the capture decided inductor's layout for ("cpu" | "cuda"; "" in files
+  // written before the key existed): channels-last copies differ by device.
+  std::string for_device;
 
   bool has_scope(CompileScope scope) const;
   // Whether the mode captures CUDA graphs (cudagraph trees): reduce-overhead and max-autotune.

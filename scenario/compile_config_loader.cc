@@ -113,7 +113,7 @@ CompileConfig read_compile_map(const YamlNode& node, bool graph_file_keys) {
   if (!node.is_map())
     node.fail("'" + node.key() + "' is true, false or a map {mode, fullgraph, dynamic, scope, activation_memory_budget}");
   std::vector<std::string> keys = {"enabled", "mode", "fullgraph", "dynamic", "scope", "activation_memory_budget"};
-  if (graph_file_keys) keys.insert(keys.end(), {"graphs", "graph_breaks"});
+  if (graph_file_keys) keys.insert(keys.end(), {"graphs", "graph_breaks", "for_device"});
   node.reject_unknown_keys(keys);
   config.enabled = node.bool_or("enabled", true);
   std::vector<std::string> mode_names;
@@ -148,6 +148,7 @@ CompileConfig read_compile_map(const YamlNode& node, bool graph_file_keys) {
   if (graph_file_keys) {
     config.graphs = static_cast<int>(node.integer_or("graphs", 0, 0, 100000));
     config.graph_breaks = static_cast<int>(node.integer_or("graph_breaks", 0, 0, 100000));
+    if (!node.child("for_device").is_missing()) config.for_device = node.choice_or("for_device", "cuda", {"cuda", "cpu"});
   }
   return config;
 }
@@ -195,7 +196,14 @@ void read_compile_section(const YamlNode& node, Scenario& scenario) {
     node.fail("compile: " + file->path + " was captured eager; capture it with --compile "
               "(capture/oomcast_capture.py MODEL.py --compile -o GRAPH.yaml)");
   check_against_capture(node, config, *file);
+  const std::string device_kind = scenario.device.is_cpu ? "cpu" : "cuda";
+  if (!file->compiled.for_device.empty() && file->compiled.for_device != device_kind)
+    node.fail("compile: " + file->path + " was captured for device kind '" + file->compiled.for_device +
+              "' (its compiled.for_device) and the scenario runs on " + device_kind +
+              ": inductor's channels-last layout copies differ by device; capture again with --for-device " +
+              device_kind);
   config.graphs = file->compiled.graphs;
+  config.for_device = file->compiled.for_device;
   config.graph_breaks = file->compiled.graph_breaks;
   scenario.compile = config;
 }

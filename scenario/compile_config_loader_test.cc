@@ -41,6 +41,22 @@ TEST_CASE("a scenario whose compile settings differ from the capture's is refuse
   CHECK(error.find("--compile") != std::string::npos);
 }
 
+TEST_CASE("a graph file captured compiled for the gpu is refused on the cpu, naming the capture option",
+          "[scenario][compile]") {
+  const std::string for_cuda =
+      "compiled: {mode: default, scope: [model], graphs: 1, graph_breaks: 0, for_device: cuda}\n";
+  const std::string error = error_of(
+      [&] { load_with_model(mlp_graph_with(for_cuda, "oomcast-compile-for-cuda.graph.yaml"), "compile: true\n"); });
+  CHECK(error.find("for_device") != std::string::npos);
+  CHECK(error.find("--for-device cpu") != std::string::npos);
+}
+
+TEST_CASE("a graph file captured compiled for the cpu plans on the cpu", "[scenario][compile]") {
+  const std::string for_cpu = "compiled: {mode: default, scope: [model], graphs: 1, graph_breaks: 0, for_device: cpu}\n";
+  Scenario s = load_with_model(mlp_graph_with(for_cpu, "oomcast-compile-for-cpu.graph.yaml"), "compile: true\n");
+  CHECK(s.compile.for_device == "cpu");
+}
+
 TEST_CASE("compile on a graph file captured eager is refused with the command that captures it compiled",
           "[scenario][compile]") {
   const std::string error =

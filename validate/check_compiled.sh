@@ -22,11 +22,16 @@ mkdir -p "$dir" || exit 2
 # the scenario's model: MODEL.graph.yaml, captured from validate/compiled/MODEL.py with its compile: map
 read_key='import json, sys, yaml
 doc = yaml.safe_load(open(sys.argv[1]))
-print(doc["model"] if sys.argv[2] == "model" else json.dumps(doc.get("compile") or {}))'
+if sys.argv[2] == "device":
+    device = doc.get("device")
+    print("cpu" if device == "cpu" or (isinstance(device, dict) and device.get("profile") == "cpu") else "cuda")
+else:
+    print(doc["model"] if sys.argv[2] == "model" else json.dumps(doc.get("compile") or {}))'
 graph=$("$python" -c "$read_key" "$scenario" model) || exit 2
 settings=$("$python" -c "$read_key" "$scenario" compile) || exit 2
+device_kind=$("$python" -c "$read_key" "$scenario" device) || exit 2
 model="$here/compiled/${graph%.graph.yaml}.py"
-"$python" "$repo/capture/oomcast_capture.py" "$model" --compile "$settings" -o "$dir/$graph" -q || exit 2
+"$python" "$repo/capture/oomcast_capture.py" "$model" --compile "$settings" --for-device "$device_kind" -o "$dir/$graph" -q || exit 2
 cp "$scenario" "$dir/$name.yaml" || exit 2
 OOMCAST_HOOK_DIR="$dir/hook" "$python" "$here/capture.py" "$dir/$name.yaml" -o "$dir/$name.trace" -q || exit 2
 version=${found#torch }
