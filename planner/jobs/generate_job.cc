@@ -52,6 +52,21 @@ struct CacheShape {
   uint64_t repeated_per_token = 0;  // repeat_kv's copy per position (0 without grouped-query attention)
 };
 
+// Whether the graph's attention copies k and v to every query head (the families' repeat_kv
+// ops, planner/families/rotary_decoder.h): not under SDPA's enable_gqa in the flash kernel.
+bool is_repeat_key(const LayerGraph& graph, const OpNode& op) {
+  static constexpr std::string_view kRepeat = "repeat_k";
+  const std::string& name = graph.names[op.name];
+  return name.size() >= kRepeat.size() && name.compare(name.size() - kRepeat.size(), kRepeat.size(), kRepeat) == 0;
+}
+
+bool graph_repeats_key_value(const LayerGraph& graph) {
+  for (const OpNode& op : graph.ops) {
+    if (is_repeat_key(graph, op)) return true;
+  }
+  return false;
+}
+
 // Walks the forward and keeps the cache: before each block's first attention product the
 // block's K and V are updated, and (grouped-query) repeated to every head until the block ends.
 class KvCacheHooks : public RunnerHooks {
@@ -82,7 +97,9 @@ class KvCacheHooks : public RunnerHooks {
       if (node.unit < 0 || static_cast<size_t>(node.unit) >= key_.size()) continue;
       auto unit = static_cast<size_t>(node.unit);
       last[unit] = static_cast<int32_t>(op);
-      if (!seen[unit] && (node.kind == OpKind::Matmul || node.kind == OpKind::Attention)) {
+      // The update comes before repeat_kv (attention's first copy of k) or, without it, the
+      // first attention product.
+      if (!seen[unit] && (node.kind == OpKind::Matmul || node.kind == OpKind::Attention || is_repeat_key(graph, node))) {
         seen[unit] = 1;
         update_at_[op] = node.unit;
       }
@@ -213,19 +230,6 @@ LayerGraph generation_graph(const Scenario& s, int64_t batch, int64_t seq, bool 
 int64_t dim_or(const ModelConfig& model, const char* name, int64_t fallback) {
   auto found = model.dims.find(name);
   return found == model.dims.end() ? fallback : found->second;
-}
-
-// Whether the graph's attention copies k and v to every query head (the families' repeat_kv
-// ops, planner/families/rotary_decoder.h): not under SDPA's enable_gqa in the flash kernel.
-bool graph_repeats_key_value(const LayerGraph& graph) {
-  static constexpr std::string_view kRepeat = "repeat_k";
-  for (const OpNode& op : graph.ops) {
-    const std::string& name = graph.names[op.name];
-    if (name.size() >= kRepeat.size() && name.compare(name.size() - kRepeat.size(), kRepeat.size(), kRepeat) == 0) {
-      return true;
-    }
-  }
-  return false;
 }
 
 // `decode`: the decode step's graph; the cache is repeated per step only where its attention
