@@ -197,7 +197,7 @@ def _hf_config(ref, base_dir):
         return path, json.load(f)
 
 
-def resolve_model(ref, base_dir):
+def resolve_model(ref, base_dir, transformers=False):
     """(name, family, dims, options) from the scenario's `model`: a preset name, a model file
     path, or a map {preset|path, DIMENSION: int, SWITCH: value} (docs/scenario-format.md).
     A map with `family` and `dims` (a model file written inline) is accepted too."""
@@ -211,7 +211,12 @@ def resolve_model(ref, base_dir):
         if source:  # a captured graph file: the real run is the model file it came from
             return os.path.basename(ref), "graph", {"source": source}, {}
     hf_config = _hf_config(ref, base_dir) if isinstance(ref, str) else None
+    if hf_config is not None and transformers:  # transformers' own class, as a captured graph's source
+        return os.path.basename(os.path.dirname(hf_config[0])), "graph", {"source": hf_config[0]}, {}
     if hf_config is not None:  # a Hugging Face config.json (or its folder): validate/hf_models.py
+        # transformers_version names the release whose code validate/hf_models.py mirrors (4.x:
+        # per-expert MoE modules, Gemma scaling inputs_embeds in the model); it changes nothing here.
+        overrides.pop("transformers_version", None)
         if overrides:
             raise ValueError("a config.json model takes no overrides in the capture: edit the config")
         return os.path.basename(os.path.dirname(hf_config[0])), "hf", hf_config[1], {}
@@ -321,7 +326,7 @@ def run(cfg, hook, log, prepare_model=None):
     random.seed(seed)
     torch.set_num_threads(1)
 
-    name, family, dims, options = resolve_model(cfg["model"], cfg["_dir"])
+    name, family, dims, options = resolve_model(cfg["model"], cfg["_dir"], bool(cfg.get("_transformers")))
     batch, accum = int(cfg.get("batch_size", 1)), int(cfg.get("grad_accum_steps", 1))
     seq = int(cfg.get("seq_len") or cfg.get("image_size") or 0)
     iters = int(cfg.get("iterations", 3))  # the planner's default
@@ -493,6 +498,9 @@ def main(argv=None):
                     help="also count malloc/calloc/realloc/aligned_alloc/memalign calls >= 4 KiB")
     ap.add_argument("--no-caller-filter", action="store_true",
                     help="record every 64-byte-aligned posix_memalign, not only libc10.so's")
+    ap.add_argument("--transformers", action="store_true",
+                    help="run a config.json model through transformers' own class (capture/hf_model.py), "
+                         "and a generate job through its model.generate(), instead of validate/hf_models.py")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
     t_start = time.time()
@@ -500,6 +508,7 @@ def main(argv=None):
     sys.path.insert(0, HERE)
     cfg = load_config(args.config, args.set)
     cfg["_no_caller_filter"] = args.no_caller_filter
+    cfg["_transformers"] = args.transformers
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
     import torch
     hook = Hook()

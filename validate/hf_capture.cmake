@@ -18,6 +18,16 @@ foreach(dir ${OOMCAST_HF_ARCHITECTURES})
                    --tolerance ${OOMCAST_VALIDATION_TOLERANCE})
   set_tests_properties(hf_capture.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS hf_capture)
 endforeach()
+# transformers' own generate() (validate/check_hf_generate.py): the llama family's generate job
+# against LlamaForCausalLM.generate() with its DynamicCache and its StaticCache.
+foreach(cache dynamic static)
+  add_test(NAME hf_generate.llama-3.2-1b.${cache}
+           COMMAND sh ${PROJECT_SOURCE_DIR}/validate/with_python.sh ${OOMCAST_PYTHON}
+                   ${PROJECT_SOURCE_DIR}/validate/check_hf_generate.py llama-3.2-1b --cache ${cache}
+                   --oomcast $<TARGET_FILE:oomcast> --out ${PROJECT_BINARY_DIR}/hf_capture
+                   --tolerance ${OOMCAST_VALIDATION_TOLERANCE})
+  set_tests_properties(hf_generate.llama-3.2-1b.${cache} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS hf_capture)
+endforeach()
 # A config.json transformers cannot build (a model_type it lacks, as with a transformers too old
 # for the config; a class it lacks): one line, exit 2.
 foreach(case unknown_model_type unknown_class)

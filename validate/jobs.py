@@ -182,6 +182,19 @@ def run_forward_job(cfg, hook, model, make_batch, autocast, settings):
 # (to be appended to validate/jobs.py)
 
 
+def dynamic_cache_copies_prefill():
+    """Whether the installed transformers' DynamicCache copies the prefill's K and V (4.56+:
+    DynamicLayer.lazy_initialization makes torch.tensor([]) and torch.cat([keys, key_states]))
+    or keeps them (up to 4.55: self.keys = key_states). Without transformers: the newest rule,
+    as the planner's default transformers_version (planner/transformers_release_facts.cc)."""
+    try:
+        import transformers
+    except ImportError:
+        return True
+    major, minor = (int(part) for part in transformers.__version__.split(".")[:2])
+    return (major, minor) >= (4, 56)
+
+
 def _cached_attention(attn, x, cos, sin, cache, layer, pos, static):
     """LlamaAttention.forward with a KV cache as Hugging Face's DynamicCache (torch.cat per step)
     or StaticCache (preallocated, written in place) keeps it; attention over the filled part."""
@@ -196,9 +209,11 @@ def _cached_attention(attn, x, cos, sin, cache, layer, pos, static):
         cache[layer][0][:, :, pos:pos + T] = k
         cache[layer][1][:, :, pos:pos + T] = v
         k, v = cache[layer][0][:, :, :pos + T], cache[layer][1][:, :, :pos + T]
-    elif cache[layer][0] is None:
+    elif cache[layer][0] is None and not dynamic_cache_copies_prefill():
         cache[layer] = [k, v]
     else:
+        if cache[layer][0] is None:  # DynamicLayer.lazy_initialization, then the same torch.cat
+            cache[layer] = [torch.tensor([], dtype=k.dtype, device=k.device)] * 2
         cache[layer] = [torch.cat([cache[layer][0], k], dim=-2), torch.cat([cache[layer][1], v], dim=-2)]
         k, v = cache[layer]
     L = k.shape[-2]
@@ -285,6 +300,41 @@ def generate_settings(cfg):
                 last_only=str(job.get("prefill_logits", "last")) == "last")
 
 
+def run_transformers_generate(hook, model, g, batch, gen):
+    """transformers' own model.generate() (greedy, exactly new_tokens tokens, its DynamicCache or
+    StaticCache): marks iter0/prefill before the prompt is made and iter{t}/decode before each
+    later forward of the model, as the planner's generate job names its phases."""
+    seqs = batch * g["sequences"]
+    calls = [0]
+
+    def mark(module, args, kwargs):
+        if calls[0]:
+            hook.mark(f"iter{calls[0]}/decode")
+        calls[0] += 1
+
+    model.eval()
+    # Exactly new_tokens tokens with no logits processor: no end-of-sequence token to stop at;
+    # the prompt holds no padding token, so the attention mask is all ones (no padding mask).
+    config = model.generation_config
+    config.eos_token_id = None
+    config.pad_token_id = 0
+    config.do_sample = False
+    config.use_cache = True  # the capture's model_file builds its classes for training, without a cache
+    model.config.use_cache = True
+    handle = model.register_forward_pre_hook(mark, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            hook.mark("iter0/prefill")
+            input_ids = torch.randint(1, model.config.vocab_size, (seqs, g["prompt_len"]), generator=gen)
+            kwargs = dict(max_new_tokens=g["new_tokens"], num_beams=1)
+            if g["static"]:
+                kwargs["cache_implementation"] = "static"
+            out = model.generate(input_ids, **kwargs)
+            del out, input_ids
+    finally:
+        handle.remove()
+
+
 def run_generate_job(cfg, hook, model, dims, batch, gen):
     """`job: generate`: greedy decoding as HF's generate loop runs it (next_token_logits =
     logits[:, -1, :].clone().float(); input_ids grown with torch.cat; the step's locals live
@@ -293,6 +343,9 @@ def run_generate_job(cfg, hook, model, dims, batch, gen):
     g = generate_settings(cfg)
     if g["beams"] > 1:
         raise ValueError("the CPU capture runs greedy/sampled generation, not beam search")
+    inner = getattr(model, "inner", None)
+    if inner is not None and hasattr(inner, "generate"):  # a transformers class (capture.py --transformers)
+        return run_transformers_generate(hook, inner, g, batch, gen)
     seqs = batch * g["sequences"]
     V = _dim(dims, "vocab")
     if hasattr(model, "transformer"):  # nanoGPT's GPT-2: dynamic cache only

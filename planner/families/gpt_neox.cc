@@ -10,6 +10,7 @@
 #include "planner/families/families.h"
 #include "planner/families/rotary_decoder.h"
 #include "planner/ops/op_catalogue.h"
+#include "planner/transformers_release_facts.h"
 
 namespace oomcast::planner::families {
 
@@ -22,6 +23,7 @@ namespace {
 struct NeoxShape {
   int64_t layers, hidden, heads, kv_heads, head_dim, ffn, vocab, rotary_dims;
   bool tied, parallel, shared_norm, fused_qkv, bias, lm_head_bias, python_gelu;
+  TransformersReleaseFacts transformers;  // of the model's transformers_version
 };
 
 struct NeoxLayer {
@@ -48,6 +50,7 @@ NeoxShape read_shape(const ModelConfig& model) {
   s.bias = option_enabled(model, "bias", true);
   s.lm_head_bias = option_enabled(model, "lm_head_bias", false);
   s.python_gelu = option_enabled(model, "python_gelu", false);
+  s.transformers = transformers_release_facts(static_cast<int>(dim(model, "transformers_version")));
   return s;
 }
 
@@ -121,7 +124,8 @@ TensorId attention_block(GraphBuilder& g, const NeoxShape& s, const NeoxLayer& b
     layer_shape.q_contiguous = true;
     layer_shape.k_contiguous = true;
   }
-  TensorId attn = grouped_query_attention(g, q_rot, k_rot, v, layer_shape, s.kv_heads != s.heads, q_numel);
+  TensorId attn = grouped_query_attention(g, q_rot, k_rot, v, layer_shape, s.kv_heads != s.heads, q_numel,
+                                          g.context().attention, !s.transformers.dynamic_cache_copies_prefill);
   TensorId out = ops::linear(g, "dense", attn, b.dense_w, b.dense_b, s.hidden, s.hidden);
   g.end_scope();
   g.pop_module();

@@ -12,6 +12,7 @@
 #include "planner/families/moe_block.h"
 #include "planner/families/rotary_decoder.h"
 #include "planner/ops/op_catalogue.h"
+#include "planner/transformers_release_facts.h"
 
 namespace oomcast::planner::families {
 
@@ -30,6 +31,7 @@ struct LlamaShape {
   // instead of computing the logits and the loss.
   bool first_stage, last_stage;
   MoeShape moe;
+  TransformersReleaseFacts transformers;  // of the model's transformers_version
 };
 
 LlamaShape read_shape(const ModelConfig& model) {
@@ -57,6 +59,7 @@ LlamaShape read_shape(const ModelConfig& model) {
   s.first_stage = option_enabled(model, "pipeline_first_stage", true);
   s.last_stage = option_enabled(model, "pipeline_last_stage", true);
   s.moe = read_moe_shape(model);
+  s.transformers = transformers_release_facts(static_cast<int>(dim(model, "transformers_version")));
   return s;
 }
 
@@ -117,6 +120,16 @@ TensorId norm(GraphBuilder& g, const LlamaShape& s, const char* leaf, TensorId x
   return s.offset_norm ? ops::offset_rms_norm(g, leaf, x, weight, size) : ops::rms_norm(g, leaf, x, weight, size);
 }
 
+// The attention transformers runs for the model. Gemma 2's classes have no SDPA path
+// (modeling_gemma2.py: _supports_sdpa = False, as SDPA takes no soft-capping), so with
+// attn_logit_softcapping transformers runs eager attention whatever SDPA would pick; only
+// flash_attention_2 on a GPU takes the soft-cap in its kernel.
+scenario::AttentionImpl attention_implementation(const GraphBuilder& g, const LlamaShape& s) {
+  const scenario::AttentionImpl chosen = g.context().attention;
+  const bool cuda_flash = chosen == scenario::AttentionImpl::Flash && !g.context().cpu_kernels;
+  return s.attention_softcap && !cuda_flash ? scenario::AttentionImpl::Eager : chosen;
+}
+
 // self_attn from the normed input to o_proj's output.
 TensorId attention_block(GraphBuilder& g, const LlamaShape& s, const LlamaLayer& b, TensorId normed, TensorId cos,
                          TensorId sin, const ops::AttentionShape& shape) {
@@ -157,7 +170,9 @@ TensorId attention_block(GraphBuilder& g, const LlamaShape& s, const LlamaLayer&
   g.hold(k);
   TensorId k_rot = ops::rotary(g, "k_rotary", k, cos, sin);
   g.end_scope();
-  TensorId attn = grouped_query_attention(g, q_rot, k_rot, v, shape, s.kv_heads != s.heads, q_numel);
+  TensorId attn =
+      grouped_query_attention(g, q_rot, k_rot, v, shape, s.kv_heads != s.heads, q_numel, attention_implementation(g, s),
+                              !s.transformers.dynamic_cache_copies_prefill);
   TensorId o = ops::linear(g, "o_proj", attn, b.o_proj, b.o_bias, q_out, s.hidden);
   g.end_scope();
   g.pop_module();
@@ -212,10 +227,18 @@ void build_llama(GraphBuilder& g, const ModelConfig& model) {
   TensorId x = received;
   if (s.first_stage) {
     TensorId inputs_embeds = ops::embedding(g, "embed_tokens", input_ids, embed, s.hidden);
-    g.hold(inputs_embeds);
-    x = inputs_embeds;
-    // Gemma: hidden_states = inputs_embeds * normalizer (a 0-dim tensor of sqrt(hidden)).
-    if (s.scale_embedding) x = ops::scale(g, "embed_scale", x);
+    if (s.scale_embedding && s.transformers.scaled_word_embedding) {
+      // Gemma from transformers 5: embed_tokens returns embedding * embed_scale, so the scaled
+      // tensor is the local that stays bound and the lookup dies inside the module.
+      inputs_embeds = ops::scale(g, "embed_tokens.embed_scale", inputs_embeds);
+      g.hold(inputs_embeds);
+      x = inputs_embeds;
+    } else {
+      g.hold(inputs_embeds);
+      x = inputs_embeds;
+      // Gemma up to 4.x: hidden_states = inputs_embeds * normalizer (a 0-dim tensor of sqrt(hidden)).
+      if (s.scale_embedding) x = ops::scale(g, "embed_scale", x);
+    }
   }
   const auto [cos, sin] = rotary_tables(g, seq, s.head_dim, g.tensor(x).dtype);
 

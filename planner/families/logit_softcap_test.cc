@@ -1,5 +1,6 @@
 // Tests for Gemma 2's attention logit softcapping (scores / cap, tanh, * cap) as the llama
-// family plans it: eager attention keeps tanh's result for backward, SDPA takes nothing more.
+// family plans it: eager attention keeps tanh's result for backward, and a model with it runs
+// eager attention where the scenario names an SDPA kernel (transformers' Gemma 2 has no SDPA).
 #include <catch2/catch.hpp>
 
 #include "planner/planner_test_support.h"
@@ -38,6 +39,10 @@ TEST_CASE("eager attention with a logit softcap saves one more score-sized tenso
         2u * 2u * 4u * 32u * 32u * 4u);
 }
 
-TEST_CASE("SDPA attention takes nothing more for the softcap", "[planner][attention]") {
-  CHECK(saved_after_forward(true, AttentionImpl::SdpaMath) == saved_after_forward(false, AttentionImpl::SdpaMath));
+TEST_CASE("a model with a logit softcap runs eager attention where SDPA was asked for, as transformers does",
+          "[planner][attention]") {
+  // modeling_gemma2.py: _supports_sdpa = False (SDPA takes no soft-capping).
+  CHECK(saved_after_forward(true, AttentionImpl::SdpaMath) == saved_after_forward(true, AttentionImpl::Eager));
+  CHECK(saved_after_forward(true, AttentionImpl::Flash) == saved_after_forward(true, AttentionImpl::Eager));
+  CHECK(saved_after_forward(false, AttentionImpl::SdpaMath) != saved_after_forward(false, AttentionImpl::Eager));
 }

@@ -1,19 +1,22 @@
 // Dense gated MLPs and the sparse mixture-of-experts block as HF's Mixtral / Qwen-MoE
 // modelling code runs them in training: x.view(-1, h); router logits = gate(x);
-// softmax in fp32; topk; (renormalise); .to(dtype); zeros accumulator; one_hot expert mask;
-// per expert: torch.where on its mask row, x[top_x] (a gather), the expert MLP, times its
-// routing weights, index_add_ into the accumulator.
+// softmax in fp32; topk; (renormalise); .to(dtype). Then, up to transformers 4: zeros
+// accumulator; one_hot expert mask; per expert: torch.where on its mask row, x[top_x] (a
+// gather), the expert MLP, times its routing weights, index_add_ into the accumulator. From
+// transformers 5: 3-D stacked experts run by grouped_mm on the choices sorted by expert.
 #include "planner/families/moe_block.h"
 
 #include <algorithm>
 #include <string>
 
 #include "planner/ops/op_catalogue.h"
+#include "planner/transformers_release_facts.h"
 #include "scenario/model_families.h"
 
 namespace oomcast::planner::families {
 
 using scenario::ModelConfig;
+using scenario::OpKind;
 using scenario::families::dim;
 using scenario::families::option_enabled;
 
@@ -85,6 +88,7 @@ MoeShape read_moe_shape(const ModelConfig& model) {
   shape.router_logits_output = option_enabled(model, "router_logits_output", false);
   shape.sparse_step = dim(model, "decoder_sparse_step");
   shape.mlp_only_layers = model.mlp_only_layers;
+  shape.stacked = transformers_release_facts(static_cast<int>(dim(model, "transformers_version"))).stacked_experts;
   return shape;
 }
 
@@ -94,11 +98,29 @@ bool MoeShape::sparse_layer(int64_t layer) const {
   return (layer + 1) % sparse_step == 0;
 }
 
+namespace {
+
+// The module the sparse block registers under: Mixtral's block_sparse_moe up to transformers 4.
+std::string moe_module(const MoeShape& shape) { return shape.mixtral_names && !shape.stacked ? "block_sparse_moe" : "mlp"; }
+
+}  // namespace
+
 MoeBlock register_moe_block(GraphBuilder& g, const MoeShape& shape, int64_t hidden) {
   MoeBlock block;
-  g.push_module(shape.mixtral_names ? "block_sparse_moe" : "mlp");
-  block.router = g.parameter("gate.weight", {shape.experts, hidden});
-  for (int64_t e = 0; e < shape.experts; ++e) {
+  g.push_module(moe_module(shape));
+  if (shape.stacked) {
+    // Qwen3MoeSparseMoeBlock registers experts, then gate; MixtralSparseMoeBlock gate first.
+    auto experts = [&] {
+      block.stacked_gate_up = g.parameter("experts.gate_up_proj", {shape.experts, 2 * shape.expert_ffn, hidden});
+      block.stacked_down = g.parameter("experts.down_proj", {shape.experts, hidden, shape.expert_ffn});
+    };
+    if (!shape.mixtral_names) experts();
+    block.router = g.parameter("gate.weight", {shape.experts, hidden});
+    if (shape.mixtral_names) experts();
+  } else {
+    block.router = g.parameter("gate.weight", {shape.experts, hidden});
+  }
+  for (int64_t e = 0; e < shape.experts && !shape.stacked; ++e) {
     block.experts.push_back(register_dense_mlp(g, "experts." + std::to_string(e), hidden, shape.expert_ffn, false,
                                                false, shape.mixtral_names));
   }
@@ -135,12 +157,73 @@ std::vector<uint64_t> expert_token_counts(uint64_t tokens, int64_t experts, int6
   return counts;
 }
 
+namespace {
+
+// torch._grouped_mm(x, weight, offs): x [rows, in] against a stacked weight, each expert's rows
+// (the offsets) against its slice; the backward keeps x, the weight and the offsets and makes
+// a grad for x and one for the whole stacked weight.
+TensorId grouped_mm(GraphBuilder& g, const std::string& name, TensorId x, TensorId weight, TensorId offsets,
+                    uint64_t out_numel, uint64_t inner) {
+  TensorId out = g.activation(name + ".out", out_numel, g.tensor(x).dtype);
+  OpNode& op = g.add_op(OpKind::Matmul, name, {x, weight, offsets}, {out}, {GradRule::New, GradRule::New, GradRule::None});
+  op.saved = {weight, offsets, x};
+  op.forward_flops = 2.0 * static_cast<double>(out_numel) * static_cast<double>(inner);
+  g.finish_op(op);
+  return out;
+}
+
+// transformers 5's grouped_mm_experts_forward (integrations/moe.py) on the routed tokens:
+// sort the S = tokens x k choices by expert, gather their hidden states and weights, the
+// histogram of tokens per expert and its cumsum as offsets, gate_up and down as grouped GEMMs,
+// the routing weights, the inverse permutation and a sum over the k choices of each token.
+TensorId stacked_experts_forward(GraphBuilder& g, const MoeShape& shape, const MoeBlock& block, TensorId flat,
+                                 const ops::Routing& routing, int64_t hidden, uint64_t tokens, int64_t k) {
+  const auto choices = tokens * static_cast<uint64_t>(k);
+  const auto experts = static_cast<uint64_t>(shape.experts);
+  const auto ffn = static_cast<uint64_t>(shape.expert_ffn);
+  const auto width = static_cast<uint64_t>(hidden);
+  g.push_module("experts");
+  g.begin_scope();
+  TensorId sample_weights = ops::view(g, "sample_weights", routing.weights, choices);
+  g.hold(sample_weights);
+  // expert_ids_g, perm = torch.sort(expert_ids): both int64 [S], locals until forward returns.
+  TensorId sorted_ids = ops::constant(g, "sort.values", choices, DType::Int64, routing.selected);
+  TensorId perm = ops::constant(g, "sort.indices", choices, DType::Int64, routing.selected);
+  g.hold(sorted_ids);
+  TensorId token_of = ops::constant(g, "floor_divide", choices, DType::Int64, perm);
+  TensorId selected = ops::gather_rows(g, "selected_hidden_states", flat, token_of, choices * width);
+  TensorId weights = ops::gather_rows(g, "sample_weights_g", sample_weights, perm, choices);
+  // histc on the CPU takes a float copy of the sorted ids; offsets = cumsum(..., int32).
+  TensorId histc_input = ops::constant(g, "histc_input", choices, g.context().cpu_kernels ? DType::Float32 : DType::Int32,
+                                       sorted_ids);
+  g.hold(histc_input);
+  TensorId per_expert = ops::constant(g, "tokens_per_expert", experts, DType::Float32, histc_input);
+  g.hold(per_expert);
+  TensorId offsets = ops::constant(g, "offsets", experts, DType::Int32, per_expert);
+  TensorId gate_up = grouped_mm(g, "gate_up_proj", selected, block.stacked_gate_up, offsets, choices * 2 * ffn, width);
+  std::vector<TensorId> halves = ops::split(g, "chunk", gate_up, 2);
+  TensorId act = ops::silu(g, "act_fn", halves[0]);
+  TensorId product = ops::mul(g, "gate_mul", act, halves[1]);
+  TensorId down = grouped_mm(g, "down_proj", product, block.stacked_down, offsets, choices * width, ffn);
+  TensorId weighted = ops::mul(g, "weighted", down, weights);
+  // inv_perm = torch.empty_like(perm); inv_perm[perm] = torch.arange(S): weighted_out[inv_perm].
+  TensorId inverse = ops::constant(g, "inv_perm", choices, DType::Int64, perm);
+  TensorId restored = ops::gather_rows(g, "restore_order", weighted, inverse, choices * width);
+  g.hold(restored);
+  TensorId summed = ops::mean_rows(g, "sum_choices", restored, tokens * width);
+  g.end_scope();
+  g.pop_module();
+  return summed;
+}
+
+}  // namespace
+
 TensorId moe_block_forward(GraphBuilder& g, const MoeShape& shape, const MoeBlock& block, TensorId x, int64_t hidden,
                            std::vector<TensorId>* router_logits) {
   const uint64_t tokens = g.tensor(x).numel / static_cast<uint64_t>(hidden);
   const int64_t k = std::min(shape.experts_per_token, shape.experts);
   const DType dtype = g.tensor(x).dtype;
-  g.push_module(shape.mixtral_names ? "block_sparse_moe" : "mlp");
+  g.push_module(moe_module(shape));
   g.begin_scope();
   TensorId flat = ops::view(g, "view", x, g.tensor(x).numel);
   g.hold(flat);
@@ -148,6 +231,20 @@ TensorId moe_block_forward(GraphBuilder& g, const MoeShape& shape, const MoeBloc
   if (router_logits) router_logits->push_back(logits);
   ops::Routing routing = ops::top_k_routing(g, "routing", logits, shape.experts, k, shape.normalize_top_k, dtype);
   g.hold(routing.weights);
+  if (block.stacked_gate_up != kNoTensor) {
+    g.hold(logits);
+    TensorId summed = stacked_experts_forward(g, shape, block, flat, routing, hidden, tokens, k);
+    if (shape.shared_expert_ffn > 0) {
+      TensorId shared = dense_mlp_forward(g, "shared_expert", block.shared_expert, flat, false);
+      TensorId gate = ops::linear(g, "shared_expert_gate", flat, block.shared_expert_gate, kNoTensor, hidden, 1);
+      TensorId gated = ops::mul(g, "shared_expert.gated", shared, ops::sigmoid(g, "shared_expert_gate.sigmoid", gate));
+      summed = ops::add(g, "shared_expert.add", summed, gated);
+    }
+    TensorId out = ops::view(g, "reshape", summed, g.tensor(summed).numel);
+    g.end_scope();
+    g.pop_module();
+    return out;
+  }
   TensorId final_states = ops::constant(g, "final_hidden_states", tokens * static_cast<uint64_t>(hidden), dtype);
   // expert_mask = one_hot(selected_experts, E).permute(2, 1, 0): int64 [E, k, tokens].
   TensorId mask = ops::constant(g, "expert_mask", tokens * static_cast<uint64_t>(k * shape.experts), DType::Int64,

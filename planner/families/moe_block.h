@@ -34,6 +34,8 @@ struct MoeShape {
   bool router_logits_output = false;  // output_router_logits: the auxiliary loss is computed
   int64_t sparse_step = 1;              // Qwen-MoE decoder_sparse_step
   std::vector<int64_t> mlp_only_layers; // Qwen-MoE: layers that keep the dense MLP
+  // transformers 5's 3-D experts run by grouped_mm (planner/transformers_release_facts.h).
+  bool stacked = false;
 
   // HF's rule: layer i (from 0) has experts unless listed in mlp_only_layers or
   // (i + 1) % decoder_sparse_step != 0; the others have a dense MLP of intermediate_size.
@@ -44,6 +46,9 @@ MoeShape read_moe_shape(const scenario::ModelConfig& model);
 
 struct MoeBlock {
   TensorId router = kNoTensor;
+  // transformers 5's stacked experts (planner/transformers_release_facts.h stacked_experts):
+  // experts.gate_up_proj [E, 2F, H] and experts.down_proj [E, H, F]; else one MLP per expert.
+  TensorId stacked_gate_up = kNoTensor, stacked_down = kNoTensor;
   std::vector<DenseMlp> experts;
   DenseMlp shared_expert;
   TensorId shared_expert_gate = kNoTensor;

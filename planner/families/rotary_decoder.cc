@@ -25,19 +25,25 @@ ops::AttentionShape causal_attention_shape(int64_t batch, int64_t heads, int64_t
   return shape;
 }
 
-TensorId grouped_query_attention(GraphBuilder& g, TensorId q_rot, TensorId k_rot, TensorId v,
-                                 ops::AttentionShape shape, bool grouped, uint64_t q_numel) {
+bool repeats_key_value(scenario::AttentionImpl impl, int64_t head_dim) {
   // transformers 5.24 (integrations/sdpa_attention.py, sdpa_attention_forward): with grouped kv
   // heads, no attention mask and head_dim <= 256 (use_gqa_in_sdpa), SDPA gets k and v as they
   // are and enable_gqa=True; torch 2.5+ runs that in the flash kernel without a copy, while the
   // math kernel repeat_interleaves k and v (torch/nn/functional.py's reference of
   // scaled_dot_product_attention), copies the size of repeat_kv's. The eager path
   // (eager_attention_forward) calls repeat_kv.
-  const bool repeat_kv =
-      grouped && (g.context().attention != scenario::AttentionImpl::Flash || shape.head_dim > 256);
-  // No g.cache_key_value(k_rot, v) here: transformers 5.24's DynamicLayer.update makes the
-  // prefill's cache with torch.cat onto an empty tensor (cache_utils.py, lazy_initialization),
-  // a copy, so the cache does not keep these tensors (GPT-2's nanoGPT-style cache does).
+  return impl != scenario::AttentionImpl::Flash || head_dim > 256;
+}
+
+TensorId grouped_query_attention(GraphBuilder& g, TensorId q_rot, TensorId k_rot, TensorId v,
+                                 ops::AttentionShape shape, bool grouped, uint64_t q_numel,
+                                 scenario::AttentionImpl impl, bool cache_keeps_prefill) {
+  const bool repeat_kv = grouped && repeats_key_value(impl, shape.head_dim);
+  // DynamicLayer.update up to transformers 4.55 keeps the prefill's k and v (the cache holds
+  // them before repeat_kv, as GPT-2's nanoGPT-style cache does); from 4.56 it makes them with
+  // torch.cat onto an empty tensor (cache_utils.py, lazy_initialization), a copy the generate
+  // job allocates at the update.
+  if (cache_keeps_prefill) g.cache_key_value(k_rot, v);
   if (repeat_kv) {
     // matmul then views the copies as 3-D without another copy.
     k_rot = ops::expand_copy(g, "repeat_k", k_rot, q_numel);
@@ -49,7 +55,7 @@ TensorId grouped_query_attention(GraphBuilder& g, TensorId q_rot, TensorId k_rot
   g.hold(q_rot);
   g.hold(k_rot);
   g.hold(v);
-  return ops::attention(g, "attention", q_rot, k_rot, v, shape);
+  return ops::attention_with(g, "attention", q_rot, k_rot, v, shape, impl);
 }
 
 CausalLossInputs causal_loss_inputs(GraphBuilder& g, TensorId logits, TensorId labels, uint64_t tokens) {

@@ -27,8 +27,16 @@ ops::AttentionShape causal_attention_shape(int64_t batch, int64_t heads, int64_t
 // transformers passes it); eager and math attention copy k and v to every query head
 // (`q_numel` elements: repeat_kv, or the math kernel's repeat_interleave). The locals q, k, v
 // hold their last values until forward returns.
+// `impl` is the attention the model runs (the scenario's, or eager where the class has no
+// SDPA path). `cache_keeps_prefill`: the prefill's DynamicCache keeps k and v themselves (up
+// to transformers 4.55), not a copy (4.56+; planner/transformers_release_facts.h).
 TensorId grouped_query_attention(GraphBuilder& g, TensorId q_rot, TensorId k_rot, TensorId v,
-                                 ops::AttentionShape shape, bool grouped, uint64_t q_numel);
+                                 ops::AttentionShape shape, bool grouped, uint64_t q_numel,
+                                 scenario::AttentionImpl impl, bool cache_keeps_prefill);
+
+// Whether an attention of `impl` copies grouped k and v to every query head (repeat_kv, or
+// the math kernel's repeat_interleave): every kernel but flash, and flash above head_dim 256.
+bool repeats_key_value(scenario::AttentionImpl impl, int64_t head_dim);
 
 // HF's ForCausalLMLoss opening: logits.float() (held until the loss returns) and the padded
 // shift labels. Call inside the loss's scope; returns the fp32 logits and the labels.

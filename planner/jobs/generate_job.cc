@@ -17,6 +17,7 @@
 #include "planner/jobs/generate_job.h"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/input_error.h"
@@ -53,6 +54,21 @@ struct CacheShape {
   uint64_t repeated_per_token = 0;  // repeat_kv's copy per position (0 without grouped-query attention)
 };
 
+// Whether the graph's attention copies k and v to every query head (the families' repeat_kv
+// ops, planner/families/rotary_decoder.h): not under SDPA's enable_gqa in the flash kernel.
+bool is_repeat_key(const LayerGraph& graph, const OpNode& op) {
+  static constexpr std::string_view kRepeat = "repeat_k";
+  const std::string& name = graph.names[op.name];
+  return name.size() >= kRepeat.size() && name.compare(name.size() - kRepeat.size(), kRepeat.size(), kRepeat) == 0;
+}
+
+bool graph_repeats_key_value(const LayerGraph& graph) {
+  for (const OpNode& op : graph.ops) {
+    if (is_repeat_key(graph, op)) return true;
+  }
+  return false;
+}
+
 // Walks the forward and keeps the cache: before each block's first attention product the
 // block's K and V are updated, and (grouped-query) repeated to every head until the block ends.
 class KvCacheHooks : public RunnerHooks {
@@ -83,7 +99,9 @@ class KvCacheHooks : public RunnerHooks {
       if (node.unit < 0 || static_cast<size_t>(node.unit) >= key_.size()) continue;
       auto unit = static_cast<size_t>(node.unit);
       last[unit] = static_cast<int32_t>(op);
-      if (!seen[unit] && (node.kind == OpKind::Matmul || node.kind == OpKind::Attention)) {
+      // The update comes before repeat_kv (attention's first copy of k) or, without it, the
+      // first attention product.
+      if (!seen[unit] && (node.kind == OpKind::Matmul || node.kind == OpKind::Attention || is_repeat_key(graph, node))) {
         seen[unit] = 1;
         update_at_[op] = node.unit;
       }
@@ -108,17 +126,18 @@ class KvCacheHooks : public RunnerHooks {
     const int32_t unit = update_at_[op];
     if (unit < 0) return;
     auto u = static_cast<size_t>(unit);
-    // The prefill's DynamicCache keeps the graph's own K and V (key_cache.append(key_states)):
-    // the tensors themselves, so a view keeps its whole base (GPT-2's K and V are views of the
+    // The prefill's DynamicCache keeps the graph's own K and V where the graph says so
+    // (transformers up to 4.55, nanoGPT-style caches: key_cache.append(key_states)): the
+    // tensors themselves, so a view keeps its whole base (GPT-2's K and V are views of the
     // fused c_attn output, all 3 x hidden of it) until the first decode step replaces them.
-    // Without the graph's tensors they are counted as cache once the block ends
-    // (after_forward_op). A decode step's torch.cat makes a new, one-token-longer tensor while
-    // the old one still exists.
+    // Otherwise (transformers 4.56+: torch.cat onto an empty tensor) the update makes a copy,
+    // here, before the attention. A decode step's torch.cat makes a new, one-token-longer
+    // tensor while the old one still exists.
     if (config_.cache == KvCacheKind::Dynamic && key_[u] == UINT32_MAX && runner_ && u < cached_.size() &&
         cached_[u].key != kNoTensor) {
       key_[u] = runner_->keep_storage(cached_[u].key);
       value_[u] = runner_->keep_storage(cached_[u].value);
-    } else if (config_.cache == KvCacheKind::Dynamic && key_[u] != UINT32_MAX) {
+    } else if (config_.cache == KvCacheKind::Dynamic) {
       grow(u);
     }
     // repeat_kv copies every cached position to every head; the graph repeats its own positions.
@@ -215,16 +234,21 @@ int64_t dim_or(const ModelConfig& model, const char* name, int64_t fallback) {
   return found == model.dims.end() ? fallback : found->second;
 }
 
-CacheShape cache_shape(const Scenario& s, int64_t sequences, int64_t layers) {
+// `decode`: the decode step's graph; the cache is repeated per step only where its attention
+// repeats its own k and v.
+CacheShape cache_shape(const Scenario& s, int64_t sequences, const LayerGraph& decode) {
   const PrecisionRules rules = job_precision_rules(s);
   const DType cache_dtype = rules.autocast ? rules.low_dtype : rules.parameter_dtype;
   const int64_t heads = dim_or(s.model, "heads", 1);
   const int64_t kv_heads = dim_or(s.model, "kv_heads", heads);
-  const int64_t head_dim = dim_or(s.model, "hidden", heads) / heads;
+  // An explicit head_dim (Qwen3, Gemma) need not be hidden / heads.
+  const int64_t head_dim = dim_or(s.model, "head_dim", dim_or(s.model, "hidden", heads) / heads);
   CacheShape shape;
-  shape.layers = layers;
+  shape.layers = decode.num_units;
   shape.bytes_per_token = static_cast<uint64_t>(sequences * kv_heads * head_dim) * dtype_bytes(cache_dtype);
-  if (kv_heads != heads) shape.repeated_per_token = static_cast<uint64_t>(sequences * heads * head_dim) * dtype_bytes(cache_dtype);
+  if (kv_heads != heads && graph_repeats_key_value(decode)) {
+    shape.repeated_per_token = static_cast<uint64_t>(sequences * heads * head_dim) * dtype_bytes(cache_dtype);
+  }
   return shape;
 }
 
@@ -235,7 +259,7 @@ CapturedGraphs capture_decode_graphs(const Scenario& s, const CudaGraphConfig& g
   const GenerateConfig& config = s.job.job.generate;
   auto step = [&](int64_t batch) {
     LayerGraph decode = generation_graph(s, batch, 1, false);
-    KvCacheHooks cache(cache_shape(s, batch, decode.num_units), config, writer);
+    KvCacheHooks cache(cache_shape(s, batch, decode), config, writer);
     cache.set_length(config.max_cache_len);
     cache.attach(decode, 1, nullptr);
     ExecutionOrder order = compute_execution_order(decode);
@@ -272,7 +296,7 @@ PlannedTrace plan_generate_job(const Scenario& s, int64_t max_planned_decode_ste
   LayerGraph prefill = generation_graph(s, sequences, prompt, !config.prefill_full_logits);
   LayerGraph decode = generation_graph(s, sequences, 1, false);
 
-  const CacheShape shape = cache_shape(s, sequences, prefill.num_units);
+  const CacheShape shape = cache_shape(s, sequences, decode);
   const std::vector<int64_t> steps = planned_generation_steps(config.new_tokens, max_planned_decode_steps);
   const auto planned_steps = static_cast<int64_t>(steps.size());
   const int64_t events = estimated_generation_events(prefill, decode, shape, planned_steps);

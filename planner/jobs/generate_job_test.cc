@@ -31,6 +31,15 @@ Scenario generate_scenario(KvCacheKind cache) {
   return s;
 }
 
+// How many allocations of the plan are of the tensor named `tensor`.
+int allocations_of(const PlannedTrace& plan, const std::string& tensor) {
+  int count = 0;
+  for (size_t i = 0; i < plan.trace.events.size(); ++i) {
+    if (plan.trace.events[i].kind == oomcast::sim::EventKind::Alloc && plan.names[plan.info[i].tensor] == tensor) ++count;
+  }
+  return count;
+}
+
 uint64_t live_at(const testing::ScheduleCheck& check, const std::string& mark) {
   auto found = check.live_at_mark.find(mark);
   REQUIRE(found != check.live_at_mark.end());
@@ -134,4 +143,26 @@ TEST_CASE("the planned decode steps are every step up to the budget, else dense 
   for (int64_t step = 1; step <= kDenseDecodeSteps; ++step) CHECK(sampled[static_cast<size_t>(step)] == step);
   CHECK(sampled[sampled.size() - kDenseDecodeSteps] == 32768 - kDenseDecodeSteps);  // the dense tail starts there
   for (size_t i = 1; i < sampled.size(); ++i) CHECK(sampled[i] > sampled[i - 1]);
+}
+
+TEST_CASE("grouped-query decode steps repeat the cache to every head under eager attention, not under flash's enable_gqa",
+          "[planner][generate]") {
+  Scenario eager = generate_scenario(KvCacheKind::Dynamic);
+  eager.attention = oomcast::scenario::AttentionImpl::Eager;
+  Scenario flash = eager;
+  flash.attention = oomcast::scenario::AttentionImpl::Flash;
+  // 5 decode steps x 2 layers repeat the cached positions (eager's repeat_kv).
+  CHECK(allocations_of(plan_steps(eager), "kv_cache.repeat_k") == 10);
+  CHECK(allocations_of(plan_steps(flash), "kv_cache.repeat_k") == 0);
+}
+
+TEST_CASE("transformers 4.55's cache keeps the prefill's K and V, 4.56's copies them at the update",
+          "[planner][generate]") {
+  Scenario old_cache = generate_scenario(KvCacheKind::Dynamic);
+  old_cache.model.dims["transformers_version"] = 455;
+  Scenario new_cache = old_cache;
+  new_cache.model.dims["transformers_version"] = 456;
+  // The copy: one K and one V per layer made in the prefill, besides the decode steps' 5 each.
+  CHECK(allocations_of(plan_steps(old_cache), "kv_cache.layers.0.k") == 5);
+  CHECK(allocations_of(plan_steps(new_cache), "kv_cache.layers.0.k") == 6);
 }
