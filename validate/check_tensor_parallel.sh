@@ -22,7 +22,10 @@ release=$(echo "${version%% *}" | cut -d. -f1,2)
 worst=0
 for rank_trace in "$trace".rank*; do
   echo "== $(basename "$rank_trace")"
-  "$oomcast" compare "$scenario" "$rank_trace" --tolerance "$tolerance" --set "allocator.torch_version=$release"
+  # A pipeline capture's rank is its stage: compare it with that stage's plan.
+  stage=""
+  [ "$capture" = pipeline_parallel_capture.py ] && stage="--set parallel.pipeline_planned_stage=${rank_trace##*.rank}"
+  "$oomcast" compare "$scenario" "$rank_trace" --tolerance "$tolerance" --set "allocator.torch_version=$release" $stage
   code=$?
   [ $code -gt $worst ] && worst=$code
 done
