@@ -130,29 +130,40 @@ void append_generation_fixes(const Scenario& s, std::vector<Candidate>* list) {
 }
 
 // A llama-family training job that already uses model parallelism: reorganise the same ranks
-// (docs/distributed.md#model-parallel). Raising TP or adding stages takes ranks from data parallelism; more
-// microbatches of half the size keep the global batch. The loader refuses what the model or
-// the world cannot hold, and the step time prices the all-reduces and the bubble.
+// (docs/distributed.md#model-parallel) at the same global batch, as Megatron-LM keeps
+// global_batch_size fixed and derives the microbatch count. Raising TP or adding stages takes
+// ranks from data parallelism, so each replica runs twice the microbatches (pipeline
+// microbatches, or grad_accum_steps without a pipeline); more microbatches of half the size keep
+// it too. The loader refuses what the model or the world cannot hold, and the step time prices
+// the all-reduces and the bubble.
 void append_mesh_fixes(const Scenario& s, std::vector<Candidate>* list) {
   const MeshConfig& mesh = s.parallel.mesh;
   if (s.job.job.kind != JobKind::Train || s.model.family != "llama" || !mesh.model_parallel()) return;
   auto fits_world = [&](int64_t tp, int64_t pp) {
     return s.parallel.world_size % (tp * pp * mesh.context_parallel * mesh.data_parallel_replicate) == 0;
   };
+  const bool pipelined = mesh.pipeline_parallel > 1;
+  const int64_t accumulated = pipelined ? mesh.microbatches() : s.grad_accum_steps;
   if (fits_world(2 * mesh.tensor_parallel, mesh.pipeline_parallel)) {
-    list->push_back(make("raise_tensor_parallel", fmt::format("tensor parallel {} (parallel.tensor_parallel)", 2 * mesh.tensor_parallel),
-                         {fmt::format("parallel.tensor_parallel={}", 2 * mesh.tensor_parallel)},
+    list->push_back(make("raise_tensor_parallel",
+                         fmt::format("tensor parallel {} (parallel.tensor_parallel), {} microbatches per replica",
+                                     2 * mesh.tensor_parallel, 2 * accumulated),
+                         {fmt::format("parallel.tensor_parallel={}", 2 * mesh.tensor_parallel),
+                          pipelined ? fmt::format("parallel.pipeline_microbatches={}", 2 * accumulated)
+                                    : fmt::format("grad_accum_steps={}", 2 * accumulated)},
                          "an all-reduce of each block's activations per matmul pair (exposed; keep TP inside a node)"));
   }
   const int64_t stages = mesh.pipeline_parallel * 2;
-  const int64_t microbatches = std::max(mesh.pipeline_parallel > 1 ? mesh.microbatches() : 1, stages);
   if (fits_world(mesh.tensor_parallel, stages)) {
-    list->push_back(make("add_pipeline_stages", fmt::format("{} pipeline stages (parallel.pipeline_parallel)", stages),
-                         {fmt::format("parallel.pipeline_parallel={}", stages),
-                          fmt::format("parallel.pipeline_microbatches={}", microbatches)},
-                         "the pipeline bubble: (stages - 1) / microbatches of the compute idles"));
+    // grad_accum_steps becomes the pipeline's microbatches (the loader refuses both at once).
+    std::vector<std::string> overrides = {fmt::format("parallel.pipeline_parallel={}", stages),
+                                          fmt::format("parallel.pipeline_microbatches={}", 2 * accumulated)};
+    if (!pipelined && s.grad_accum_steps > 1) overrides.emplace_back("grad_accum_steps=1");
+    list->push_back(make("add_pipeline_stages", fmt::format("{} pipeline stages (parallel.pipeline_parallel), {} microbatches",
+                                                            stages, 2 * accumulated),
+                         std::move(overrides), "the pipeline bubble: (stages - 1) / microbatches of the compute idles"));
   }
-  if (mesh.pipeline_parallel > 1 && s.batch_size >= 2 && s.batch_size % 2 == 0) {
+  if (pipelined && s.batch_size >= 2 && s.batch_size % 2 == 0) {
     list->push_back(make("more_microbatches", fmt::format("{} microbatches of {} (parallel.pipeline_microbatches)",
                                                           2 * mesh.microbatches(), s.batch_size / 2),
                          {fmt::format("parallel.pipeline_microbatches={}", 2 * mesh.microbatches()),

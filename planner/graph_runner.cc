@@ -341,7 +341,7 @@ int32_t GraphRunner::new_grad(TensorId tensor, TensorCategory category) {
 void GraphRunner::release_grad(int32_t grad) {
   GradBuffer& buffer = grads_[static_cast<size_t>(grad)];
   if (buffer.refs == 0) throw std::logic_error("planner released a dead gradient");
-  if (--buffer.refs == 0) writer_->free(buffer.slot);
+  if (--buffer.refs == 0 && buffer.slot != kNoSlot) writer_->free(buffer.slot);
 }
 
 void GraphRunner::release_saved(uint32_t op_index) {
@@ -448,7 +448,12 @@ void GraphRunner::backward() {
   grads_.clear();
   for (size_t p = 0; p < parameter_pending_.size(); ++p) parameter_pending_[p] = parameter_uses_[p];
   writer_->set_op(writer_->intern("loss.backward"));
-  grad_of_[graph_.loss] = new_grad(graph_.loss, TensorCategory::Temporary);  // ones_like(loss)
+  if (output_grad_received_) {
+    grads_.push_back(GradBuffer{kNoSlot, 1});  // the stage's receive buffer, not this step's to free
+    grad_of_[graph_.loss] = static_cast<int32_t>(grads_.size() - 1);
+  } else {
+    grad_of_[graph_.loss] = new_grad(graph_.loss, TensorCategory::Temporary);  // ones_like(loss)
+  }
   for (int32_t position = static_cast<int32_t>(order_.order.size()) - 1; position >= 0; --position) {
     uint32_t op_index = order_.order[static_cast<size_t>(position)];
     const OpNode& op = graph_.ops[op_index];
@@ -469,7 +474,7 @@ void GraphRunner::backward() {
     if (grad_of_[tensor] >= 0 && graph_leaf_[tensor]) {
       // AccumulateGrad of a leaf activation: the gradient becomes its .grad.
       GradBuffer& buffer = grads_[static_cast<size_t>(grad_of_[tensor])];
-      if (buffer.refs == 1) {
+      if (buffer.refs == 1 && buffer.slot != kNoSlot) {
         buffer.refs = 0;
         leaf_grad_slots_.push_back(buffer.slot);
       } else {

@@ -48,6 +48,9 @@ class GraphRunner {
   void forward(const std::function<void()>& model_returned);
   // Requires: forward() ran with grad mode on.
   void backward();
+  // A pipeline stage before the last: the gradient of its output arrives in a receive buffer
+  // the stage keeps (torch.distributed.pipelining), so backward allocates no ones_like(loss).
+  void set_output_grad_received(bool received) { output_grad_received_ = received; }
   // After backward (or forward alone): hands the storages of the caller-held outputs to the
   // caller (their slots) and frees whatever else the runner still references.
   std::vector<std::pair<std::string, uint32_t>> finish_step();
@@ -132,6 +135,7 @@ class GraphRunner {
   std::vector<uint32_t> transient_slots_;
   std::vector<uint8_t> recompute_ref_;              // per tensor: holds a recompute program reference
   std::vector<std::pair<TensorId, int32_t>> produced_;
+  bool output_grad_received_ = false;  // set_output_grad_received
 };
 
 }  // namespace oomcast::planner

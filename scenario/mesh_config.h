@@ -27,6 +27,7 @@ struct MeshConfig {
   int64_t pipeline_microbatches = 0;       // 0: one per stage (torchtitan's default)
   int64_t pipeline_virtual_stages = 1;     // model chunks per rank (interleaved schedules)
   std::vector<int64_t> layers_per_stage;   // empty: even split, the first stages take the rest
+  int64_t planned_stage = -1;              // the stage whose schedule is the prediction; -1: the busiest
   int64_t context_parallel = 1;
   int64_t expert_parallel = 1;
   int64_t data_parallel_replicate = 1;     // HSDP: replicas of the FSDP2 shard group

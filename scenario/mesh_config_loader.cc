@@ -86,6 +86,8 @@ void check_pipeline(const YamlNode& node, const YamlNode& where, const Scenario&
                  std::to_string(layers));
     }
   }
+  YamlNode planned = node.child("pipeline_planned_stage");
+  if (!planned.is_missing()) mesh.planned_stage = planned.as_integer(0, stages - 1);
   YamlNode micro = node.child("pipeline_microbatches");
   if (!micro.is_missing()) mesh.pipeline_microbatches = micro.as_integer(1, kMaxDegree);
   if (mesh.pipeline_schedule != PipelineSchedule::GPipe && mesh.microbatches() < stages) {
@@ -115,7 +117,7 @@ const std::vector<std::string>& mesh_keys() {
   static const std::vector<std::string> keys = {
       "tensor_parallel", "tensor_model_parallel_size", "sequence_parallel", "async_tensor_parallel", "vocab_parallel",
       "pipeline_parallel", "pipeline_model_parallel_size", "pipeline_schedule", "pipeline_microbatches",
-      "pipeline_virtual_stages", "virtual_pipeline_model_parallel_size", "pipeline_layers_per_stage",
+      "pipeline_virtual_stages", "virtual_pipeline_model_parallel_size", "pipeline_layers_per_stage", "pipeline_planned_stage",
       "context_parallel", "context_parallel_size", "expert_parallel", "expert_model_parallel_size",
       "data_parallel_replicate"};
   return keys;
@@ -150,7 +152,7 @@ void read_mesh_keys(const YamlNode& node, Scenario& scenario) {
     }
   }
   if (mesh.pipeline_parallel == 1) {
-    for (const char* key : {"pipeline_schedule", "pipeline_microbatches", "pipeline_layers_per_stage"}) {
+    for (const char* key : {"pipeline_schedule", "pipeline_microbatches", "pipeline_layers_per_stage", "pipeline_planned_stage"}) {
       if (!node.child(key).is_missing()) node.child(key).fail("'" + node.child(key).path() + "' needs pipeline_parallel above 1");
     }
     if (!virtual_node.is_missing() && mesh.pipeline_virtual_stages > 1) {

@@ -1,9 +1,10 @@
 // Plans each pipeline stage's rank and keeps the busiest (the highest peak of live tensor
 // bytes; the allocator's reserved bytes follow it closely for one schedule shape), so the
-// report names the rank that runs out of memory first. Step time: the stage's compute for all
-// microbatches plus the pipeline bubble, (stages - 1) / (virtual stages x microbatches) of it
-// (Narayanan et al., SC'21, §2.2), a third of that under zero bubble (ZB-H1, Qi et al., ICLR
-// 2024), plus the tensor-parallel all-reduces the compute does not hide.
+// report names the rank that runs out of memory first, or the stage pipeline_planned_stage
+// names (a per-rank comparison). Step time: the stage's compute for all microbatches plus
+// the pipeline bubble, (stages - 1) / (virtual stages x microbatches) of it (Narayanan et
+// al., SC'21, §2.2), a third of that under zero bubble (ZB-H1, Qi et al., ICLR 2024), plus
+// the tensor-parallel all-reduces the compute does not hide.
 #include "planner/jobs/mesh_job.h"
 
 #include <algorithm>
@@ -105,7 +106,8 @@ PlannedTrace plan_mesh_job(const Scenario& scenario) {
     summary.peak_allocated_bytes = peak.bytes;
     summary.peak_phase = peak.phase;
     ranks.push_back(summary);
-    if (stage == 0 || peak.bytes > busiest_bytes) {
+    const bool chosen = mesh.planned_stage >= 0 ? stage == mesh.planned_stage : stage == 0 || peak.bytes > busiest_bytes;
+    if (chosen) {
       busiest_bytes = peak.bytes;
       add_pipeline_time(rank_run, rank, planned.step_time);
       busiest = std::move(planned);

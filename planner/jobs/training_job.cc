@@ -22,6 +22,7 @@
 #include "planner/optimizers.h"
 #include "planner/parallel/mesh_rank.h"
 #include "planner/parallel/parallel_rank.h"
+#include "planner/parallel/pipeline_stage_buffers.h"
 #include "planner/schedule_size.h"
 #include "planner/schedule_writer.h"
 #include "planner/timing/offload_cost.h"
@@ -251,6 +252,10 @@ void LoopPlanner::run() {
                                                 eval_held);
   }
 
+  const bool pipelined = rank_ && rank_->mesh.pipeline_parallel > 1;
+  if (pipelined && !rank_->last_stage()) {
+    for (auto& runner : runners) runner->set_output_grad_received(true);
+  }
   std::vector<std::vector<uint32_t>> inputs(in_flight);
   std::vector<std::pair<std::string, uint32_t>> held;
   bool scaler_created = false;
@@ -261,13 +266,17 @@ void LoopPlanner::run() {
       writer_.begin_phase(phase_label(iteration, -1, "zero_grad"));
       zero_grad();
     }
+    // A pipeline stage's step() gets the whole batch and splits it into views; its receive
+    // buffers are made at the first step and kept (pipeline_stage_buffers.cc).
+    std::vector<uint32_t> whole_batch;
+    if (pipelined) whole_batch = allocate_pipeline_batch(graph, *rank_, &writer_, iteration == 0);
     for (const PipelineStep& step : steps) {
       const int64_t micro = step.micro_batch;
       GraphRunner& runner = *runners[static_cast<size_t>(micro) % in_flight];
       writer_.set_slot_prefix("i" + std::to_string(iteration) + ".m" + std::to_string(micro) + "/");
       if (step.forward) {
         writer_.begin_phase(phase_label(iteration, micro, "forward"));
-        load_inputs(graph, &inputs[static_cast<size_t>(micro) % in_flight]);
+        if (!pipelined) load_inputs(graph, &inputs[static_cast<size_t>(micro) % in_flight]);
         if (parallel_) parallel_->begin_forward(/*training=*/true);
         // `logits, loss = model(X, Y)` rebinds the caller's names: last step's outputs die now
         // (a loss appended to a list without .item() never does). `out = model(X)` then
@@ -307,6 +316,7 @@ void LoopPlanner::run() {
       if (scaled_loss != UINT32_MAX) writer_.free(scaled_loss);
       for (const auto& entry : runner.finish_step()) held.push_back(entry);
     }
+    for (uint32_t slot : whole_batch) writer_.free(slot);
     writer_.begin_phase(phase_label(iteration, -1, "optimizer"));
     std::vector<uint32_t> scaler_temporaries;
     if (rules.grad_scaler) {

@@ -236,6 +236,14 @@ void apply_mesh_to_graph(LayerGraph& graph, const MeshRank& rank) {
   }
 }
 
+int64_t global_batch_samples(const Scenario& scenario) {
+  const MeshConfig& mesh = scenario.parallel.mesh;
+  const int64_t accumulated = mesh.pipeline_parallel > 1 ? mesh.microbatches() : scenario.grad_accum_steps;
+  // data-parallel shards x replicas: the world over the model-parallel degrees.
+  const int64_t replicas = std::max<int64_t>(1, scenario.parallel.world_size / mesh.non_data_parallel());
+  return scenario.batch_size * accumulated * replicas;
+}
+
 std::string describe_mesh(const Scenario& scenario) {
   const MeshConfig& mesh = scenario.parallel.mesh;
   std::vector<std::string> parts;

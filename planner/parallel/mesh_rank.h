@@ -57,6 +57,11 @@ scenario::Scenario rank_scenario(const scenario::Scenario& scenario, const MeshR
 // buffers, expert parallel's all-to-all buffers.
 void apply_mesh_to_graph(LayerGraph& graph, const MeshRank& rank);
 
+// Samples per optimizer step over the whole job: batch_size x microbatches (pipeline) or
+// grad_accum_steps, x the data-parallel shards x data_parallel_replicate. Context, tensor and
+// pipeline ranks of one replica see the same samples (torchtitan's global batch).
+int64_t global_batch_samples(const scenario::Scenario& scenario);
+
 // "1f1b, 4 stages x 8 microbatches; TP 8 (sequence parallel); CP 2; EP 4; HSDP 2 x 4".
 std::string describe_mesh(const scenario::Scenario& scenario);
 
