@@ -43,7 +43,7 @@ TEST_CASE("activation offloading with checkpointing or a sharding engine is refu
   CHECK_THAT(load_error("checkpointing: full\nactivation_offloading: true\n"),
              Catch::Contains("'activation_offloading' with checkpointing"));
   CHECK_THAT(load_error("job: inference\nactivation_offloading: true\n"), Catch::Contains("applies to job train"));
-  CHECK_THAT(load_error("activation_offloading: {method: cpu}\n"), Catch::Contains("method"));
+  CHECK_THAT(load_error("activation_offloading: {method: cpu}\n"), Catch::Contains("cpu"));
 }
 
 }  // namespace
