@@ -185,6 +185,7 @@ Prediction predict_planned(const Scenario& scenario, const PlannedTrace& planned
   prediction.parameters = planned.parameter_count;
   prediction.events = planned.trace.events.size();
   prediction.parallel = planned.parallel;
+  prediction.activation_offload_host_bytes = planned.activation_offload_host_bytes;
   prediction.step_time = planned.step_time;
   prediction.device_total_bytes = scenario.device.model.total_bytes;
   prediction.usable_bytes = usable_bytes(scenario.device);

@@ -82,6 +82,7 @@ struct Prediction {
   // Data-parallel jobs: per-rank model states, host RAM of offloaded states (host_bytes),
   // NCCL buffers, offload cost and warnings about unmodelled keys (planner/parallel/).
   planner::ParallelSummary parallel;
+  uint64_t activation_offload_host_bytes = 0;   // activation_offloading's host copies of one forward
   SteadyStateNote steady_state;
   planner::StepTime step_time;                  // one optimizer step's duration on the device (planner/timing/step_time.h)
   // torch.cuda.memory_stats() at the end of the step's replay on the device (at the OOM when it

@@ -107,6 +107,12 @@ std::string header(const Prediction& prediction) {
     }
     if (trained.ia3.enabled) techniques += ", IA3";
     if (s.loss.chunks > 1) techniques += fmt::format(", loss in {} chunks", s.loss.chunks);
+    if (s.activation_offloading.enabled) {
+      techniques += fmt::format(", activations offloaded ({}, {:.1f} MiB host {})",
+                                s.activation_offloading.method == scenario::OffloadMethod::Torchtune ? "torchtune" : "save_on_cpu",
+                                static_cast<double>(prediction.activation_offload_host_bytes) / (1024.0 * 1024.0),
+                                s.activation_offloading.pin_memory ? "pinned" : "pageable");
+    }
     text += fmt::format("training  {} ({}{}), checkpointing {}, zero_grad {}, {} iterations{}{}\n",
                         optimizer_type_name(s.optimizer.type), optimizer_impl_name(s.optimizer.impl),
                         s.optimizer.in_backward ? ", stepped in backward" : "", checkpointing,
@@ -337,6 +343,9 @@ std::string render_json(const Prediction& prediction) {
   json["fragmentation"] = Json{{"reserved_minus_allocated_bytes", prediction.fragmentation_bytes()},
                                {"inactive_split_bytes", prediction.inactive_split_at_peak_bytes}};
   json["events"] = prediction.events;
+  // activation_offloading: host memory of one forward's offloaded tensors (null when off).
+  json["activation_offload_host_bytes"] =
+      s.activation_offloading.enabled ? Json(prediction.activation_offload_host_bytes) : Json(nullptr);
   Json stats = Json::object();
   for (const auto& [key, value] : prediction.memory_stats) stats[key] = value;
   json["memory_stats"] = prediction.exact_accounting ? Json(nullptr) : stats;

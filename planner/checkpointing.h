@@ -28,6 +28,9 @@ struct CheckpointPlan {
   // state, lives with the graph) rather than the non-reentrant frame (freed with the unit's
   // saved inputs at the end of its backward).
   std::vector<uint8_t> unit_reentrant;
+  // Per op, parallel to OpNode::saved: copied to host memory by activation offloading
+  // (planner/activation_offload.h); empty when offloading is off.
+  std::vector<std::vector<uint8_t>> saved_offloaded;
 
   bool any() const;
 };

@@ -202,7 +202,8 @@ void GraphRunner::run_forward_op(uint32_t op_index, int32_t position) {
   if (op.records_grad_node && grad_mode_run_) {
     const std::vector<uint8_t>& dropped = checkpoints_.saved_dropped[op_index];
     for (size_t i = 0; i < op.saved.size(); ++i) {
-      if (!dropped[i]) {
+      // An offloaded tensor's pack hook keeps a host copy: autograd holds no device storage.
+      if (!dropped[i] && !offloaded(op_index, i)) {
         acquire(op.saved[i]);
         saved_acquired_[op_index][i] = 1;
       }
@@ -391,6 +392,15 @@ void GraphRunner::run_backward_node(uint32_t op_index) {
     return;
   }
   if (op.uses_cublas) maybe_workspace(true);
+  // The node's apply() unpacks its saved tensors first: an offloaded one comes back as a new
+  // device tensor (.to(device)), a local of apply() that dies as it returns.
+  std::vector<uint32_t>& unpacked = unpacked_slots_;
+  unpacked.clear();
+  for (size_t i = 0; i < op.saved.size(); ++i) {
+    if (!offloaded(op_index, i)) continue;
+    const TensorDesc& desc = graph_.tensors[op.saved[i]];
+    unpacked.push_back(writer_->alloc(name(desc.name), desc.bytes(), TensorCategory::Activation));
+  }
   std::vector<uint32_t>& transients = transient_slots_;
   transients.clear();
   run_transients(op.backward_transients, false, &transients);
@@ -419,6 +429,7 @@ void GraphRunner::run_backward_node(uint32_t op_index) {
   }
   run_transients(op.backward_transients, true, &transients);
   for (uint32_t slot : transients) writer_->free(slot);
+  for (uint32_t slot : unpacked) writer_->free(slot);
   // The node returns: its incoming gradients drop, then release_variables() frees what it saved.
   for (TensorId out : op.outputs) {
     if (grad_of_[out] >= 0) {

@@ -93,6 +93,10 @@ class GraphRunner {
   uint32_t grad_name(TensorId tensor);
   uint32_t name(uint32_t graph_name) { return writer_->graph_name(graph_.names, &name_cache_, graph_name); }
   bool is_tracked(TensorId tensor) const;
+  // Saved tensor `index` of op `op_index` is copied to host memory (activation offloading).
+  bool offloaded(uint32_t op_index, size_t index) const {
+    return !checkpoints_.saved_offloaded.empty() && checkpoints_.saved_offloaded[op_index][index];
+  }
 
   const LayerGraph& graph_;
   ExecutionOrder order_;
@@ -133,6 +137,7 @@ class GraphRunner {
   bool grad_mode_run_ = false;
   // Scratch reused across ops (no allocation per op on the hot path).
   std::vector<uint32_t> transient_slots_;
+  std::vector<uint32_t> unpacked_slots_;            // a backward node's offloaded tensors brought back
   std::vector<uint8_t> recompute_ref_;              // per tensor: holds a recompute program reference
   std::vector<std::pair<TensorId, int32_t>> produced_;
   bool output_grad_received_ = false;  // set_output_grad_received

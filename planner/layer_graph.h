@@ -93,6 +93,16 @@ struct ConstructionTemporary {
   size_t after_parameters = 0;
 };
 
+// Work an adapter's initialisation does on the device before its parameter exists: PEFT's DoRA
+// (peft 0.21.2 lora/dora.py DoraLinearLayer.update_layer) takes the row norm of W + s * B @ A,
+// holding B @ A, s * (B @ A) and the sum ([out, in] each, `matrix_bytes`) until the norm,
+// which becomes the magnitude parameter `parameter`, is made.
+struct AdapterInitWork {
+  uint32_t name = 0;
+  size_t parameter = 0;
+  uint64_t matrix_bytes = 0;
+};
+
 struct LayerGraph {
   std::vector<std::string> names;          // names[0] == ""
   std::vector<TensorDesc> tensors;
@@ -101,6 +111,7 @@ struct LayerGraph {
   std::vector<std::vector<int64_t>> parameter_shapes;
   std::vector<TensorId> buffers;           // persistent buffers (BN running stats, masks)
   std::vector<ConstructionTemporary> construction_temporaries;
+  std::vector<AdapterInitWork> adapter_init_work;  // in parameter order
   // Index in `parameters` of the first LoRA adapter weight (added after the model is built);
   // parameters.size() or more when there is none.
   size_t first_adapter_parameter = SIZE_MAX;

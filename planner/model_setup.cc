@@ -69,6 +69,7 @@ void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleW
       for (uint32_t slot : temporaries) writer->free(slot);
       temporaries.clear();
     };
+    size_t next_init_work = 0;
     for (size_t i = 0; i < graph.parameters.size(); ++i) {
       allocate_temporaries_at(i);
       if (i == graph.first_adapter_parameter && !temporaries.empty()) {
@@ -77,7 +78,20 @@ void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleW
         buffers_allocated = true;
         free_temporaries();
       }
+      // DoRA's update_layer: B @ A, s * (B @ A) and W + s * (B @ A); the scaled product goes
+      // once the sum exists, the norm (the magnitude parameter) is made, then the rest go.
+      std::vector<uint32_t> init_work;
+      for (; next_init_work < graph.adapter_init_work.size() && graph.adapter_init_work[next_init_work].parameter == i;
+           ++next_init_work) {
+        const AdapterInitWork& work = graph.adapter_init_work[next_init_work];
+        const uint32_t name = writer->intern(graph.names[work.name]);
+        init_work.push_back(writer->alloc(name, work.matrix_bytes, TensorCategory::Temporary));
+        const uint32_t scaled = writer->alloc(name, work.matrix_bytes, TensorCategory::Temporary);
+        init_work.push_back(writer->alloc(name, work.matrix_bytes, TensorCategory::Temporary));
+        writer->free(scaled);
+      }
       allocate(graph.parameters[i], TensorCategory::Parameter);
+      for (auto slot = init_work.rbegin(); slot != init_work.rend(); ++slot) writer->free(*slot);
     }
     allocate_temporaries_at(graph.parameters.size());
   }

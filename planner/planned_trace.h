@@ -34,6 +34,9 @@ struct PlannedTrace {
   uint64_t parameter_count = 0;
   ParallelSummary parallel;         // data-parallel facts beyond the schedule (host RAM, offload)
   StepTime step_time;               // how long the step takes on the device (timing/step_time.h)
+  // activation_offloading: host memory holding one forward's offloaded tensors (pinned blocks
+  // rounded up to a power of two by the host caching allocator); 0 when off.
+  uint64_t activation_offload_host_bytes = 0;
 };
 
 }  // namespace oomcast::planner

@@ -156,7 +156,9 @@ LoraConfig read_lora(const YamlNode& node) {
   if (!autocast.is_missing()) lora.autocast_adapter_dtype = autocast.as_bool();
   YamlNode dora = node.child("use_dora");
   if (!dora.is_missing() && dora.as_bool()) {
-    dora.fail("'use_dora' (DoRA: the weight norm of W + BA per adapted linear) is not modelled yet");
+    lora.use_dora = true;
+    // PEFT's DoRA with lora_dropout runs F.linear(dropout(x), W) again for the base part.
+    if (lora.dropout > 0.0) dora.fail("'use_dora' with lora_dropout above 0 is not modelled (use lora_dropout: 0)");
   }
   return lora;
 }
@@ -365,6 +367,11 @@ void read_job_sections(const YamlNode& root, Scenario& scenario) {
   }
   if (scenario.parallel.engine != ParallelEngine::None && !training_job) {
     root.child("parallel").fail("'parallel' with job " + std::string(job_kind_name(config.job.kind)) + " is not modelled");
+  }
+  if (config.weights.quantized() && config.training.lora.use_dora) {
+    // QDoRA dequantizes the whole 4-bit weight per forward (dequantize_module_weight): not planned.
+    root.child("training").child("trainable").child("lora").child("use_dora").fail(
+        "'use_dora' on quantized 'weights' (QDoRA) is not modelled yet");
   }
   if (config.weights.quantized() && scenario.parallel.engine != ParallelEngine::None) {
     root.child("weights").fail("quantized 'weights' with a 'parallel' engine is not modelled");

@@ -91,11 +91,17 @@ TEST_CASE("optimizer.in_backward is refused with gradient accumulation and paral
   CHECK(load("optimizer: {in_backward: true}\n").optimizer.in_backward);
 }
 
-TEST_CASE("LoRA's autocast_adapter_dtype reads as PEFT names it, and DoRA is refused by name", "[scenario][jobs]") {
+TEST_CASE("LoRA's autocast_adapter_dtype reads as PEFT names it", "[scenario][jobs]") {
   const std::string lora = "training: {trainable: {lora: {target_modules: [c_attn], ";
   CHECK_FALSE(load(lora + "autocast_adapter_dtype: false}}}\n").job.training.lora.autocast_adapter_dtype);
   CHECK(load(lora + "r: 4}}}\n").job.training.lora.autocast_adapter_dtype);
-  CHECK_THAT(load_error(lora + "use_dora: true}}}\n"), Catch::Contains("use_dora"));
+}
+
+TEST_CASE("DoRA is LoRA's use_dora, refused with lora_dropout and on quantized weights", "[scenario][jobs]") {
+  const std::string lora = "training: {trainable: {lora: {target_modules: [c_attn], ";
+  CHECK(load(lora + "use_dora: true}}}\n").job.training.lora.use_dora);
+  CHECK_THAT(load_error(lora + "lora_dropout: 0.1, use_dora: true}}}\n"), Catch::Contains("lora_dropout"));
+  CHECK_THAT(load_error(lora + "use_dora: true}}}\nweights: nf4\ndevice: a100-80gb\n"), Catch::Contains("QDoRA"));
 }
 
 TEST_CASE("IA3 reads PEFT's target_modules and feedforward_modules, the latter a subset", "[scenario][jobs]") {

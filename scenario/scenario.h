@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "scenario/activation_offload_config.h"
 #include "scenario/compile_config.h"
 #include "scenario/cuda_graphs_config.h"
 #include "scenario/device_throughput.h"
@@ -142,6 +143,7 @@ struct Scenario {
   double dropout = 0.0;
   MoeImbalance moe_imbalance = MoeImbalance::Worst;  // moe.imbalance (scenario/moe_config.cc)
   CheckpointConfig checkpointing;
+  ActivationOffloadConfig activation_offloading;  // saved tensors to host (activation_offload_config.h)
   LossConfig loss;
   OptimizerConfig optimizer;
   TrainingLoopConfig loop;

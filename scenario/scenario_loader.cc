@@ -12,6 +12,7 @@
 
 #include "base/edit_distance.h"
 #include "base/input_error.h"
+#include "scenario/activation_offload_config_loader.h"
 #include "scenario/loss_config_loader.h"
 #include "scenario/graph_file.h"
 #include "scenario/job_config_loader.h"
@@ -93,7 +94,7 @@ const std::vector<std::string> kTopLevelKeys = {
     "description", "model", "batch_size", "seq_len", "image_size", "grad_accum_steps",
     "iterations", "precision", "attention", "dropout", "checkpointing", "optimizer",
     "training_loop", "eval", "device", "allocator", "parallel", "moe",
-    "cuda_graphs", "compile", "loss"};
+    "cuda_graphs", "compile", "loss", "activation_offloading"};
 
 bool looks_like_path(const std::string& reference) {
   auto ends_with = [&](const char* suffix) {
@@ -467,6 +468,7 @@ Scenario read_scenario(const YamlDocument& document) {
   if (attention.is_missing()) scenario.attention = default_attention(scenario);  // depends on the job
   read_cuda_graphs_section(root.child("cuda_graphs"), scenario);  // scenario/cuda_graphs_config_loader.cc
   read_compile_section(root.child("compile"), scenario);          // scenario/compile_config_loader.cc
+  read_activation_offloading_section(root.child("activation_offloading"), scenario);  // activation_offload_config_loader.cc
   check_device_support(root, scenario);
   check_scenario_sizes(root, scenario);
   return scenario;

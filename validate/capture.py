@@ -320,6 +320,7 @@ def run(cfg, hook, log, prepare_model=None):
     import torch
     import models
     import jobs
+    import activation_offload
 
     seed = int(cfg.get("seed", 0))
     torch.manual_seed(seed)
@@ -395,6 +396,7 @@ def run(cfg, hook, log, prepare_model=None):
         jobs.set_trainable(model, cfg["training"])
     if jobs.wants_input_require_grads(cfg, ckpt == "full"):
         jobs.enable_input_require_grads(model)
+    offloading = activation_offload.context(model, cfg)  # activation_offloading (nullcontext when off)
     opt_cfg = cfg.get("optimizer") or {}
     opt_cfg = {"type": opt_cfg} if isinstance(opt_cfg, str) else opt_cfg
     if job[0] != "train":
@@ -451,13 +453,13 @@ def run(cfg, hook, log, prepare_model=None):
             if loss_outside:
                 # `out = model(x); loss = criterion(out, y)`: rebinding `logits` frees the last
                 # step's before the loss runs (training_loop.loss_outside_model)
-                with autocast():
+                with autocast(), offloading():
                     logits = model(x)[0]
                     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
                 if "logits" not in held:
                     logits = None
             else:
-                with autocast():
+                with autocast(), offloading():
                     if "logits" in held:
                         logits, loss = model(x, y)
                     else:

@@ -76,6 +76,17 @@ def _planner_name(name):
     return name.replace(".base_layer.", ".")
 
 
+def apply_dora(model, lora):
+    """Real PEFT (the venv's peft 0.21.2): LoRA layers with use_dora injected in place; each
+    adapted linear gets lora_A, lora_B and a magnitude vector (lora_magnitude_vector)."""
+    import peft
+    targets = lora.get("target_modules") or []
+    config = peft.LoraConfig(r=int(lora.get("r", 8)), lora_alpha=float(lora.get("alpha", lora.get("lora_alpha", 8))),
+                             lora_dropout=float(lora.get("dropout", lora.get("lora_dropout", 0.0))),
+                             target_modules=[targets] if isinstance(targets, str) else list(targets), use_dora=True)
+    peft.inject_adapter_in_model(config, model)
+
+
 def apply_ia3(model, ia3):
     """Real PEFT (the venv's peft 0.21.2): IA3 layers injected in place around the target linears."""
     import peft
@@ -89,7 +100,9 @@ def set_trainable(model, training):
     trainable = training.get("trainable", "all")
     lora = trainable.get("lora") if isinstance(trainable, dict) else None
     ia3 = trainable.get("ia3") if isinstance(trainable, dict) else None
-    if lora is not None:
+    if lora is not None and lora.get("use_dora"):
+        apply_dora(model, lora)
+    elif lora is not None:
         apply_lora(model, lora)
     if ia3 is not None:
         apply_ia3(model, ia3)
@@ -98,7 +111,7 @@ def set_trainable(model, training):
         if ia3 is not None:
             on = ".ia3_l." in name
         elif lora is not None:
-            on = ".lora_A." in name or ".lora_B." in name
+            on = ".lora_A." in name or ".lora_B." in name or ".lora_magnitude_vector." in name
             bias = str(lora.get("bias", "none"))
             if plain.endswith("bias") and (bias == "all" or (bias == "lora_only" and ".base_layer." in name)):
                 on = True

@@ -1,6 +1,7 @@
 // plan_steps(): the training loop around the graph runner. Setup (parameters, buffers,
 // master weights), then per iteration: micro-batches of inputs, forward, backward; the
 // optimizer step; zero_grad; evaluation passes; caller-held outputs freed on rebinding.
+#include "planner/activation_offload.h"
 #include "planner/jobs/training_job.h"
 
 #include <algorithm>
@@ -177,6 +178,7 @@ void LoopPlanner::run() {
   }
   ExecutionOrder order = compute_execution_order(graph);
   CheckpointPlan checkpoints = plan_checkpointing(graph, order, s.checkpointing);
+  out_->activation_offload_host_bytes = plan_activation_offload(graph, order, s.activation_offloading, &checkpoints);
   out_->step_time = estimate_training_step_time(s, graph, order, checkpoints, out_->parallel);
 
   check_something_trains(s, graph);  // refuses LoRA targets that match nothing, a job with nothing to train

@@ -87,6 +87,10 @@ TensorId GraphBuilder::adapter_parameter(std::string_view leaf, std::vector<int6
   return id;
 }
 
+void GraphBuilder::adapter_init_work(std::string_view leaf, uint64_t matrix_bytes) {
+  graph_.adapter_init_work.push_back(AdapterInitWork{intern(qualified(leaf)), graph_.parameters.size(), matrix_bytes});
+}
+
 void GraphBuilder::construction_temporary(std::string_view leaf, std::vector<int64_t> shape,
                                           std::optional<DType> dtype) {
   ConstructionTemporary temporary;

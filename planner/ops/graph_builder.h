@@ -71,6 +71,9 @@ class GraphBuilder {
   TensorId parameter(std::string_view leaf, std::vector<int64_t> shape);
   // A LoRA adapter's weight: always trainable, in `dtype`, registered when the forward reaches it.
   TensorId adapter_parameter(std::string_view leaf, std::vector<int64_t> shape, DType dtype);
+  // The next adapter parameter's initialisation first holds three [out, in] matrices of
+  // `matrix_bytes` (DoRA's weight norm, layer_graph.h AdapterInitWork).
+  void adapter_init_work(std::string_view leaf, uint64_t matrix_bytes);
   // A tensor of the constructor that is not a parameter of the finished model (a template
   // module that gets deep-copied, a weight that tying replaces), allocated at this point of the
   // parameter order; `dtype` nullopt: the dtype the parameters are built in.

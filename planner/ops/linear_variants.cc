@@ -18,6 +18,7 @@
 #include <string>
 
 #include "planner/ops/linear_variants.h"
+#include "planner/ops/dora_adapter.h"
 #include "planner/ops/op_catalogue.h"
 #include "planner/trainable_policy.h"
 
@@ -174,6 +175,10 @@ TensorId job_linear(GraphBuilder& g, std::string_view leaf, TensorId x, TensorId
   TensorId result = quantized ? quantized_linear_op(g, name, x, weight, bias, in_features, out_features)
                               : dense_linear(g, leaf, x, weight, bias, in_features, out_features, copy_input);
   if (!lora_targets(job.training.lora, module)) return result;
+  if (job.training.lora.use_dora) {
+    const DType adapter_dtype = job.training.lora.autocast_adapter_dtype ? DType::Float32 : g.tensor(weight).dtype;
+    return dora_branch(g, name, x, result, weight, bias, in_features, out_features, adapter_dtype);
+  }
   return lora_branch(g, name, x, result, in_features, out_features, quantized ? DType::Float32 : g.tensor(weight).dtype);
 }
 
