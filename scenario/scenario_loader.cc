@@ -25,6 +25,7 @@
 #include "scenario/moe_config.h"
 #include "scenario/not_a_scenario.h"
 #include "scenario/parallel_config_loader.h"
+#include "scenario/recipe_translation.h"
 #include "scenario/size_limits.h"
 #include "scenario/yaml_reader.h"
 
@@ -479,6 +480,17 @@ Scenario read_scenario(const YamlDocument& document) {
 }  // namespace
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  if (recipe_kind(path)) {
+    // A framework's own config: its scenario text is read as any scenario, with the overrides
+    // on top; its messages name the mapped text (`--print-scenario` shows it, line for line).
+    const RecipeTranslation translation = translate_recipe(path, overrides);
+    Scenario scenario = read_scenario(
+        YamlDocument::parse(translation.scenario_text(), path + " (as scenario)", overrides, shorthand_key));
+    scenario.source_path = path;
+    scenario.model.warnings.insert(scenario.model.warnings.end(), translation.warnings.begin(),
+                                   translation.warnings.end());
+    return scenario;
+  }
   return read_scenario(YamlDocument::load_file(path, overrides, shorthand_key));
 }
 
