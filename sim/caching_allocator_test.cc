@@ -317,6 +317,22 @@ TEST_CASE("empty_cache unmaps the whole free pages of an expandable segment", "[
   CHECK(f.allocator.stats().num_device_free == 2);
 }
 
+TEST_CASE("an expandable segment does not grow over a block whose free waits for another stream",
+          "[sim][expandable][streams]") {
+  // PyTorch's find_expandable_block takes the block before an unmapped range only when it is
+  // allocatable (no pending events): handing out the pending block would give one address
+  // to two live tensors.
+  Fixture f("expandable_segments:True");
+  Block* a = f.alloc(40 * MiB);  // two whole pages, the unmapped rest right after it
+  f.allocator.record_stream(a, 5);
+  f.allocator.free(a);
+  const uint64_t pending_address = a->address;
+  Block* b = f.alloc(10 * MiB);
+  CHECK(b->address == pending_address + 40 * MiB);  // a fresh page after the pending block
+  CHECK(f.reserved() == int64_t(60 * MiB));
+  REQUIRE(f.allocator.check_invariants() == "");
+}
+
 TEST_CASE("expandable segments run out of memory page by page", "[sim][expandable]") {
   Fixture f("expandable_segments:True", 100 * MiB);
   f.alloc(60 * MiB);  // 3 pages

@@ -17,7 +17,9 @@ uint64_t reservation_size(uint64_t page, uint64_t total_memory) {
   return page * ((total_memory + total_memory / 8 + page - 1) / page);
 }
 
-bool is_free_or_unmapped(const Block* block) { return !block->allocated; }
+// PyTorch's `allocatable`: a freed block whose free still waits for stream events is not
+// allocated, yet it is not free either (it is out of the pool until its events complete).
+bool is_free_or_unmapped(const Block* block) { return !block->allocated && !block->pending_free; }
 
 }  // namespace
 
