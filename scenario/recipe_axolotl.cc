@@ -30,8 +30,8 @@ void read_adapter(const YamlNode& root, RecipeKeyLedger& ledger, YAML::Node& sce
   const std::string method = adapter.as_choice({"lora", "qlora"});
   YAML::Node lora(YAML::NodeType::Map);
   lora["r"] = integer_or_null(root, "lora_r", 8, 1, 1 << 16);
-  lora["alpha"] = number_or_null(root, "lora_alpha", 16.0, 0.0, 1e9);
-  lora["dropout"] = number_or_null(root, "lora_dropout", 0.0, 0.0, 0.999999);
+  lora["alpha"] = decimal_or_null(root, "lora_alpha", 16.0, 0.0, 1e9);
+  lora["dropout"] = decimal_or_null(root, "lora_dropout", 0.0, 0.0, 0.999999);
   const YamlNode targets = root.child("lora_target_modules");
   if (flag_or(root, "lora_target_linear", false)) {
     lora["target_modules"] = std::vector<std::string>{"all-linear"};
@@ -161,6 +161,7 @@ void read_axolotl_config(const YamlNode& root, const OverriddenKeys& overridden,
   if (given(validation) && validation.as_number(0, 1e12) > 0) {
     ledger.unmodelled("val_set_size", "runs evaluation, which is not planned (only the training step is)");
   }
+  ignore_unset_keys(root, ledger);
   ledger.classify_rest(root.keys(), kNoMemoryEffect);
 }
 

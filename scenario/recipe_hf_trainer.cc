@@ -41,8 +41,8 @@ void read_peft(const YamlNode& root, RecipeKeyLedger& ledger, YAML::Node& scenar
   if (!flag_or(root, "use_peft", false)) return;
   YAML::Node lora(YAML::NodeType::Map);
   lora["r"] = integer_or_null(root, "lora_r", 16, 1, 1 << 16);
-  lora["alpha"] = number_or_null(root, "lora_alpha", 32.0, 0.0, 1e9);
-  lora["dropout"] = number_or_null(root, "lora_dropout", 0.05, 0.0, 0.999999);
+  lora["alpha"] = decimal_or_null(root, "lora_alpha", 32.0, 0.0, 1e9);
+  lora["dropout"] = decimal_or_null(root, "lora_dropout", 0.05, 0.0, 0.999999);
   const YamlNode targets = root.child("lora_target_modules");
   if (!given(targets)) {
     root.child("use_peft").fail("'use_peft' without 'lora_target_modules': PEFT picks them by model type; "
@@ -235,6 +235,7 @@ void read_hf_trainer_args(const YamlNode& root, const OverriddenKeys& overridden
   if (given(root.child("torch_empty_cache_steps"))) {
     ledger.unmodelled("torch_empty_cache_steps", "is not modelled (the plan never empties the cache)");
   }
+  ignore_unset_keys(root, ledger);
   ledger.classify_rest(root.keys(), kNoMemoryEffect);
 }
 

@@ -3,6 +3,7 @@
 // fills `translation.scenario` and sorts every key of the file into used, ignored or warned.
 #pragma once
 
+#include <charconv>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,13 @@ inline bool flag_or(const YamlNode& map, const std::string& key, bool fallback) 
 inline int64_t integer_or_null(const YamlNode& map, const std::string& key, int64_t fallback, int64_t min, int64_t max) {
   return given(map.child(key)) ? map.child(key).as_integer(min, max) : fallback;
 }
-inline double number_or_null(const YamlNode& map, const std::string& key, double fallback, double min, double max) {
-  return given(map.child(key)) ? map.child(key).as_number(min, max) : fallback;
+// A number checked against [min, max], as its shortest text ("0.05", not 0.050000000000000003),
+// for the mapped scenario.
+inline std::string decimal_or_null(const YamlNode& map, const std::string& key, double fallback, double min, double max) {
+  const double value = given(map.child(key)) ? map.child(key).as_number(min, max) : fallback;
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof text, value);
+  return std::string(text, result.ptr);
 }
 inline std::string text_or(const YamlNode& map, const std::string& key, const std::string& fallback) {
   return given(map.child(key)) ? map.child(key).as_string() : fallback;
@@ -35,6 +41,13 @@ inline std::string text_or(const YamlNode& map, const std::string& key, const st
 inline std::string choice_or_null(const YamlNode& map, const std::string& key, const std::string& fallback,
                                   const std::vector<std::string>& choices) {
   return given(map.child(key)) ? map.child(key).as_choice(choices) : fallback;
+}
+
+// Marks every key of `map` whose value is null as ignored: "not set" changes nothing.
+inline void ignore_unset_keys(const YamlNode& map, RecipeKeyLedger& ledger) {
+  for (const auto& key : map.keys()) {
+    if (!given(map.child(key))) ledger.ignore(key);
+  }
 }
 
 // Hugging Face TrainingArguments' `optim` names onto the scenario's optimizer map; throws at

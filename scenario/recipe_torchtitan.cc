@@ -26,6 +26,7 @@ const std::map<std::string, std::string> kSchedules = {
 // schedules of the learning rate, data sources.
 const std::vector<std::string> kNoMemoryEffect = {
     "job", "profiling", "metrics", "checkpoint", "comm", "lr_scheduler", "fault_tolerance", "experimental",
+    "validation", "float8", "mx", "memory_estimation",  // validation and float8 act through the keys warned about
     "model.name", "model.flavor", "model.hf_assets_path", "model.tokenizer_path", "model.print_after_conversion",
     "optimizer.lr", "optimizer.eps", "optimizer.weight_decay", "optimizer.beta1", "optimizer.beta2",
     "training.max_norm", "training.steps", "training.warmup_steps", "training.dataset", "training.dataset_path",
@@ -270,7 +271,7 @@ void read_torchtitan_toml(const std::string& path, const OverriddenKeys& overrid
   }
 
   const YAML::Node checkpoint = checkpointing(file);
-  if (checkpoint) scenario["checkpointing"] = checkpoint;
+  if (checkpoint.IsDefined() && !checkpoint.IsNull()) scenario["checkpointing"] = checkpoint;
   ledger.use("activation_checkpoint.mode");
   ledger.use("activation_checkpoint.selective_ac_option");
 
@@ -289,11 +290,15 @@ void read_torchtitan_toml(const std::string& path, const OverriddenKeys& overrid
 
   if (file.boolean("training", "compile", false)) ledger.unmodelled("training.compile", "true is not modelled for a built-in model: the eager step is planned");
   if (file.boolean("compile", "enable", false)) ledger.unmodelled("compile.enable", "true is not modelled for a built-in model: the eager step is planned");
+  ledger.use("compile.enable");
   ledger.use("compile.components");
+  ledger.use("training.compile");
   if (file.boolean("validation", "enable", false)) ledger.unmodelled("validation.enable", "runs evaluation, which is not planned");
   if (file.boolean("parallelism", "enable_compiled_autograd", false)) {
     ledger.unmodelled("parallelism.enable_compiled_autograd", "true is not modelled");
   }
+  ledger.use("parallelism.enable_compiled_autograd");
+  ledger.use("model.converters");
   // The whole sections marked in kNoMemoryEffect cover their keys.
   std::vector<std::string> no_effect = kNoMemoryEffect;
   for (const auto& key : file.keys()) {

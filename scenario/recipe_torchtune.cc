@@ -31,7 +31,7 @@ const std::vector<std::string> kNoMemoryEffect = {
     "device", "enable_async_checkpointing", "low_cpu_ram", "batch_size_val", "tensor_parallel_plan",
     "cp_rotate_method", "data_parallel_shard_dim", "cudnn_deterministic_mode", "tokenizer._component_",
     "tokenizer.path", "tokenizer.prompt_template", "tokenizer.merges_file", "optimizer.lr", "optimizer.weight_decay",
-    "optimizer.betas", "optimizer.eps", "loss._component_", "model._component_"};
+    "optimizer.betas", "optimizer.eps"};
 
 std::string builder_of(const std::string& component) {
   const size_t dot = component.rfind('.');
@@ -113,8 +113,8 @@ void read_model(const YamlNode& root, const OverriddenKeys& overridden, RecipeKe
   if (!lora) return;
   YAML::Node adapter(YAML::NodeType::Map);
   adapter["r"] = integer_or_null(model, "lora_rank", 8, 1, 1 << 16);
-  adapter["alpha"] = number_or_null(model, "lora_alpha", 16.0, 0.0, 1e9);
-  adapter["dropout"] = number_or_null(model, "lora_dropout", 0.0, 0.0, 0.999999);
+  adapter["alpha"] = decimal_or_null(model, "lora_alpha", 16.0, 0.0, 1e9);
+  adapter["dropout"] = decimal_or_null(model, "lora_dropout", 0.0, 0.0, 0.999999);
   std::vector<std::string> targets;
   const YamlNode attention = model.child("lora_attn_modules");
   if (!given(attention)) model.fail("a LoRA builder needs 'lora_attn_modules' (q_proj, k_proj, v_proj, output_proj)");
@@ -152,7 +152,7 @@ void read_optimizer(const YamlNode& root, RecipeKeyLedger& ledger, YAML::Node& s
     if (flag_or(optimizer, "amsgrad", false)) mapped["amsgrad"] = true;
   } else if (name == "torch.optim.SGD") {
     mapped["type"] = "sgd";
-    if (given(optimizer.child("momentum"))) mapped["momentum"] = number_or_null(optimizer, "momentum", 0.0, 0.0, 0.999999);
+    if (given(optimizer.child("momentum"))) mapped["momentum"] = decimal_or_null(optimizer, "momentum", 0.0, 0.0, 0.999999);
   } else if (name == "bitsandbytes.optim.PagedAdamW8bit" || name == "bitsandbytes.optim.AdamW8bit" ||
              name == "torchao.optim.AdamW8bit") {
     mapped["type"] = "adamw8bit";
@@ -224,8 +224,11 @@ void read_torchtune_recipe(const YamlNode& root, const std::string& text, const 
     const std::string name = builder_of(loss.as_string());
     if (name == "CEWithChunkedOutputLoss" || name == "LinearCrossEntropyLoss") {
       scenario["loss"]["chunks"] = integer_or_null(root.child("loss"), "num_output_chunks", 8, 1, 1024);
+      ledger.use("loss._component_");
       ledger.use("loss.num_output_chunks");
-    } else if (name != "CrossEntropyLoss") {
+    } else if (name == "CrossEntropyLoss") {
+      ledger.use("loss._component_");
+    } else {
       loss.fail("'loss._component_' " + loss.as_string() + " is not modelled (CEWithChunkedOutputLoss, LinearCrossEntropyLoss, "
                 "torch.nn.CrossEntropyLoss are)");
     }
@@ -262,6 +265,7 @@ void read_torchtune_recipe(const YamlNode& root, const std::string& text, const 
       ledger.use(key);
     }
   }
+  ignore_unset_keys(root, ledger);
   ledger.classify_rest(every_key(root), kNoMemoryEffect);
   if (!launch.recipe.empty()) translation.used_keys.push_back("the usage line's recipe " + launch.recipe);
 }
