@@ -68,7 +68,10 @@ bool half_flag(const YamlNode& node) {
 void read_axolotl_config(const YamlNode& root, const OverriddenKeys& overridden, RecipeTranslation& translation) {
   RecipeKeyLedger ledger(translation, "Axolotl");
   YAML::Node& scenario = translation.scenario;
-  if (!overridden.sets("model")) scenario["model"] = root.child("base_model").as_string();
+  if (!overridden.sets("model")) {
+    scenario["model"] = root.child("base_model").as_string();
+    translation.origins["model"] = {root.child("base_model").location(), "base_model"};
+  }
   ledger.use("base_model");
   scenario["batch_size"] = integer_or_null(root, "micro_batch_size", 1, 1, int64_t{1} << 24);
   ledger.use("micro_batch_size");

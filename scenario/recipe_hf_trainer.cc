@@ -151,6 +151,7 @@ void read_hf_trainer_args(const YamlNode& root, const OverriddenKeys& overridden
   const YamlNode model = root.child("model_name_or_path");
   if (given(model)) {
     scenario["model"] = model.as_string();
+    translation.origins["model"] = {model.location(), model.path()};
   } else if (!overridden.sets("model")) {
     root.fail("no 'model_name_or_path': give the model with --set model=ORG/NAME (a Hub id in your cache) or a config.json");
   }

@@ -44,13 +44,17 @@ class TomlFile {
   }
   bool has(const std::string& section, const std::string& key) const { return find(section, key) != nullptr; }
 
-  [[noreturn]] void fail(const std::string& section, const std::string& key, const std::string& message) const {
+  // The key's line and column (its section's when the key is absent).
+  SourceLocation where(const std::string& section, const std::string& key) const {
     const toml::node* node = find(section, key);
     const toml::node* at = node ? node : root_.get(section);
-    SourceLocation where{path_, 0, 0, -1};
-    if (at) where = SourceLocation{path_, static_cast<int64_t>(at->source().begin.line),
-                                   static_cast<int64_t>(at->source().begin.column), -1};
-    throw InputError(where, section + "." + key, "'" + section + "." + key + "' " + message);
+    if (!at) return SourceLocation{path_, 0, 0, -1};
+    return SourceLocation{path_, static_cast<int64_t>(at->source().begin.line),
+                          static_cast<int64_t>(at->source().begin.column), -1};
+  }
+
+  [[noreturn]] void fail(const std::string& section, const std::string& key, const std::string& message) const {
+    throw InputError(where(section, key), section + "." + key, "'" + section + "." + key + "' " + message);
   }
 
   int64_t integer(const std::string& section, const std::string& key, int64_t fallback, int64_t min, int64_t max) const {
@@ -114,8 +118,10 @@ TomlFile parse(const std::string& path) {
   }
 }
 
-void read_model(const TomlFile& file, const std::string& path, const OverriddenKeys& overridden, YAML::Node& scenario) {
+void read_model(const TomlFile& file, const std::string& path, const OverriddenKeys& overridden,
+                RecipeTranslation& translation) {
   if (overridden.sets("model")) return;
+  YAML::Node& scenario = translation.scenario;
   const std::string name = file.text("model", "name", "llama3");
   const std::string flavor = file.text("model", "flavor", "debugmodel");
   if (auto preset = kFlavorPresets.find(name + "/" + flavor); preset != kFlavorPresets.end()) {
@@ -129,6 +135,7 @@ void read_model(const TomlFile& file, const std::string& path, const OverriddenK
   if (folder.is_relative()) folder = std::filesystem::path(path).parent_path() / folder;
   if (!assets.empty() && std::filesystem::is_regular_file(folder / "config.json", error)) {
     scenario["model"] = assets;
+    translation.origins["model"] = {file.where("model", "hf_assets_path"), "model.hf_assets_path"};
     return;
   }
   file.fail("model", "flavor", "'" + name + "/" + flavor + "' has no oomcast preset (llama3/8B has) and no config.json "
@@ -161,7 +168,7 @@ void read_torchtitan_toml(const std::string& path, const OverriddenKeys& overrid
   const TomlFile file = parse(path);
   RecipeKeyLedger ledger(translation, "torchtitan");
   YAML::Node& scenario = translation.scenario;
-  read_model(file, path, overridden, scenario);
+  read_model(file, path, overridden, translation);
   ledger.use("model.name");
   ledger.use("model.flavor");
   if (!file.strings("model", "converters").empty()) {

@@ -106,6 +106,7 @@ void read_model(const YamlNode& root, const OverriddenKeys& overridden, RecipeKe
                      "): give the model with --set model=ORG/NAME (a Hub id in your cache) or a config.json");
     }
     scenario["model"] = preset->second;
+    translation.origins["model"] = {component.location(), component.path()};
   }
   ledger.use("model._component_");
   const YamlNode dora = model.child("use_dora");

@@ -5,11 +5,14 @@
 // (scenario_loader.h), so every scenario rule and `--set` applies to it unchanged.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
+
+#include "base/input_error.h"
 
 namespace oomcast::scenario {
 
@@ -20,6 +23,9 @@ struct RecipeTranslation {
   std::vector<std::string> used_keys;    // the file's keys that became scenario keys
   std::vector<std::string> ignored_keys; // keys read and known to leave memory unchanged
   std::vector<std::string> warnings;     // keys that may change memory but are not modelled
+  // Where the file wrote the value of a scenario key ("model" -> base_model's line), so an
+  // error of the mapped scenario at that key names the file's own line.
+  std::map<std::string, std::pair<SourceLocation, std::string>> origins;
 
   // The mapped scenario as YAML, led by comments naming the source and its used/ignored keys.
   std::string scenario_text() const;

@@ -77,6 +77,16 @@ TEST_CASE("a Hub id missing from the cache is refused with the command that fetc
   CHECK(error.find("x.yaml:1:") != std::string::npos);
 }
 
+TEST_CASE("a recipe's Hub id missing from the cache is refused at the recipe's own line and key") {
+  ::setenv("HF_HUB_CACHE", (fs::temp_directory_path() / "oomcast-recipe-test-empty-hub").c_str(), 1);
+  const std::string path = temp_file("trainer_hub.yaml", "max_length: 512\nmodel_name_or_path: Org/Not-Cached\n");
+  const std::string error = error_of([&] { load_scenario(path); });
+  ::unsetenv("HF_HUB_CACHE");
+  CHECK(error.find("trainer_hub.yaml:2:") != std::string::npos);
+  CHECK(error.find("'model_name_or_path'") != std::string::npos);
+  CHECK(error.find("huggingface-cli download Org/Not-Cached config.json") != std::string::npos);
+}
+
 TEST_CASE("the Hub cache is HF_HUB_CACHE, else HF_HOME/hub") {
   ::unsetenv("HF_HUB_CACHE");
   ::setenv("HF_HOME", "/somewhere/hf", 1);
