@@ -92,11 +92,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                       "also write the simulated run as a torch.cuda.memory._snapshot() pickle (.pickle, .pickle.gz) "
                       "for PyTorch's memory_viz and `oomcast replay`");
   command->callback([flags, &exit_code] {
-    if (flags->print_scenario) {
-      print_scenario(flags->scenario, flags->overrides);
-      exit_code = 0;
-      return;
-    }
+    if (printed_scenario(flags->print_scenario, flags->scenario, flags->overrides, exit_code)) return;
     exit_code = run_plan(*flags);
   });
 }

@@ -17,7 +17,8 @@ void add_print_scenario_flag(CLI::App& command, bool& flag) {
                    "translated, with the keys used and ignored) and stop");
 }
 
-void print_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+bool printed_scenario(bool asked, const std::string& path, const std::vector<std::string>& overrides, int& exit_code) {
+  if (!asked) return false;
   std::string text;
   if (std::optional<std::string> mapped = scenario::recipe_scenario_text(path, overrides)) {
     text = *mapped;
@@ -27,6 +28,8 @@ void print_scenario(const std::string& path, const std::vector<std::string>& ove
   }
   for (const auto& entry : overrides) text += "# --set " + entry + "\n";
   std::fwrite(text.data(), 1, text.size(), stdout);
+  exit_code = 0;
+  return true;
 }
 
 }  // namespace oomcast::cli

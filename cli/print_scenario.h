@@ -15,8 +15,9 @@ namespace oomcast::cli {
 // Adds the flag to `command`, writing into `flag`.
 void add_print_scenario_flag(CLI::App& command, bool& flag);
 
-// Prints the mapped scenario of `path` (a scenario file is printed as it is, overrides
-// listed) to stdout. Throws InputError as loading would.
-void print_scenario(const std::string& path, const std::vector<std::string>& overrides);
+// When `asked`, prints the mapped scenario of `path` (a scenario file is printed as it is,
+// overrides listed) to stdout, sets `exit_code` to 0 and returns true; the command then stops.
+// Throws InputError as loading would.
+bool printed_scenario(bool asked, const std::string& path, const std::vector<std::string>& overrides, int& exit_code);
 
 }  // namespace oomcast::cli

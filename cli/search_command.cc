@@ -117,11 +117,7 @@ void add_search_command(CLI::App& app, int& exit_code) {
   command->add_flag("--fit", flags->fit, "also print the closed-form fit peak ≈ a + b·B + c·B·S + d·B·S²");
   command->add_flag("--json", flags->json, "print JSON (max_fitting, param, margin, non_monotone, evaluated)");
   command->callback([flags, &exit_code] {
-    if (flags->print_scenario) {
-      print_scenario(flags->scenario, flags->overrides);
-      exit_code = 0;
-      return;
-    }
+    if (printed_scenario(flags->print_scenario, flags->scenario, flags->overrides, exit_code)) return;
     exit_code = run_search(*flags);
   });
 }

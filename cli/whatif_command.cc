@@ -65,11 +65,7 @@ void add_whatif_command(CLI::App& app, int& exit_code) {
   command->add_flag("--json", flags->json, "print JSON");
   command->add_option("--html", flags->html, "also write a self-contained HTML report with the fixes table");
   command->callback([flags, &exit_code] {
-    if (flags->print_scenario) {
-      print_scenario(flags->scenario, flags->overrides);
-      exit_code = 0;
-      return;
-    }
+    if (printed_scenario(flags->print_scenario, flags->scenario, flags->overrides, exit_code)) return;
     exit_code = run_whatif(*flags);
   });
 }
