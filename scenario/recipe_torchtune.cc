@@ -199,6 +199,7 @@ void read_torchtune_recipe(const YamlNode& root, const std::string& text, const 
   if (dtype == "bf16") {
     if (scenario["weights"]) {
       scenario["precision"] = "fp32";  // quantized base: activations follow its bf16 compute dtype
+      scenario["attention"] = "flash";  // SDPA on bf16 activations (fp32 precision would pick mem_efficient)
     } else {
       scenario["precision"] = "pure_bf16";
       scenario["training"]["master_weights"] = false;
