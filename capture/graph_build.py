@@ -3,9 +3,13 @@
 # ops (catalogue ops where capture/op_map.py recognises one, generic ops otherwise), outputs.
 import torch
 
+import checkpoint_regions
 from op_map import catalogue_statement
 
 FLOATING = {"float32", "float16", "bfloat16", "float64"}
+# dtypes autograd differentiates: complex too (RoPE by complex multiplication carries q's and
+# k's gradients through view_as_complex and view_as_real)
+DIFFERENTIABLE = FLOATING | {"complex32", "complex64", "complex128"}
 
 
 def _short(op):
@@ -16,6 +20,7 @@ class GraphBuilder:
     def __init__(self, rec, shapes, keys):
         self.rec, self.shapes, self.keys = rec, shapes, keys
         self.names = {}              # tensor id -> bound name
+        self._by_name = {}           # bound name -> tensor id (shape_of_name)
         self.generic = {}            # aten op -> count, for the summary
         self.catalogue = {}
         self.consumed = set()        # ops folded into a catalogue statement
@@ -24,6 +29,7 @@ class GraphBuilder:
         self.uses = self._uses()
         self.sdpa_at = {c.start: c for c in rec.sdpa_calls if c.end > c.start}
         self.sdpa_notes = []         # SDPA calls kept as generic ops, and why
+        self.checkpoint_notes = []   # torch.utils.checkpoint calls the graph file cannot mark
 
     # ---- names and shapes
     def name(self, tid):
@@ -35,10 +41,10 @@ class GraphBuilder:
         return list(self.shapes[tid])
 
     def shape_of_name(self, name):
-        for tid, n in self.names.items():
-            if n == name:
-                return self.shape(tid)
-        return []
+        if len(self._by_name) != len(self.names):  # names only grow: rebuilt when they did
+            self._by_name = {n: tid for tid, n in self.names.items()}
+        tid = self._by_name.get(name)
+        return self.shape(tid) if tid is not None else []
 
     def t(self, tid):
         return self.rec.tensors[tid]
@@ -98,6 +104,9 @@ class GraphBuilder:
         root = next((c for c in self.rec.module_calls if c[0] == "" and c[2] is not None), None)
         root_end = root[2] if root else len(self.rec.ops)
         self.holds, self.frame_args = self._python_lifetimes(calls, root_end)
+        for call in checkpoint_regions.unmatched_calls(self.rec, [(c[1], c[2]) for c in calls]):
+            self.checkpoint_notes.append(f"{call.module or 'the model'}: a checkpointed function that is not one "
+                                         f"module call (planned without checkpointing)")
         model, ci = self._range(0, root_end, "", calls, 0, "root")
         loss, _ = self._range(root_end, len(self.rec.ops), "", calls, ci, None)
         if self.holds.get("root") or self.frame_args.get("root"):
@@ -198,7 +207,7 @@ class GraphBuilder:
         return [(p, t) for p, t in pending if p >= upto]
 
     def module_options(self, path, start, end):
-        return {}
+        return checkpoint_regions.checkpoint_options(self.rec, start, end)
 
     @staticmethod
     def _ordered(stmt):
@@ -243,7 +252,7 @@ class GraphBuilder:
 
     def grad_rule(self, op, tid, aliased):
         r = self.t(tid)
-        if r.dtype not in FLOATING or not op.input_requires_grad.get(tid, r.requires_grad):
+        if r.dtype not in DIFFERENTIABLE or not op.input_requires_grad.get(tid, r.requires_grad):
             return "none"
         if not any(self.t(o).requires_grad for o in op.outputs):
             return "none"  # no autograd history (empty_like, comparisons, factories)

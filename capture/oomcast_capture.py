@@ -75,10 +75,12 @@ def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None, m
         doc["buffers"] = buffers
     doc["inputs"] = builder.inputs()
     forward = builder.forward()
+    # outputs before folding: fold_repeats renames them with the locals they name
+    doc["outputs"] = builder.outputs_section()
     if repeats:
         forward = fold_repeats(forward, doc, builder.shape_of_name)
     doc["forward"] = forward
-    doc["outputs"] = builder.outputs_section()
+    doc["outputs"] = doc.pop("outputs")  # written after the forward
     _insert_construction_temporaries(doc, base.construction_temporaries)
     optimizer, optimizer_note = runner.read_optimizer(user, model_path)
     if optimizer:
@@ -86,7 +88,7 @@ def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None, m
     params = sum(_numel(base.tensors[t].shape) for t in base.parameters)
     summary = {"parameters": params, "ops": len(base.ops), "runs": len(plan), "run_seconds": run_s,
                "generic": builder.generic, "catalogue": builder.catalogue, "sizes": keys,
-               "sdpa_notes": builder.sdpa_notes,
+               "sdpa_notes": builder.sdpa_notes, "checkpoint_notes": builder.checkpoint_notes,
                "fallback": sorted(set().union(*(r.fallback_ops for r in recordings))),
                "optimizer": optimizer, "optimizer_note": optimizer_note}
     return doc, summary
@@ -266,6 +268,8 @@ def main(argv=None):
             ", ".join(f"{k} x{v}" for k, v in sorted(summary["generic"].items())))
     for note in sorted(set(summary["sdpa_notes"])):
         log(f"scaled_dot_product_attention kept as generic ops (the attention op would not be exact): {note}")
+    for note in sorted(set(summary.get("checkpoint_notes", []))):
+        log(f"torch.utils.checkpoint not marked in the graph file: {note}")
     if summary["optimizer"]:
         log("optimizer (the model file's optimizer(); a scenario's optimizer: overrides it): " +
             ", ".join(f"{k} {v}" for k, v in summary["optimizer"].items()))

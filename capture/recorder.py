@@ -187,6 +187,7 @@ class Recording:
         self.fallback_ops = set()  # ops that had no meta kernel and ran on CPU copies
         self.construction_temporaries = []  # model()'s temporaries alive at its peak (construction.py)
         self.sdpa_calls = []       # capture/sdpa.py: F.scaled_dot_product_attention regions
+        self.checkpoint_calls = []  # capture/checkpoint_regions.py: torch.utils.checkpoint regions
 
 
 class Recorder(TorchDispatchMode):

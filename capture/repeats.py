@@ -90,6 +90,11 @@ def binds_of(stmt):
 
 
 # ---- the folding
+def _checkpointed_inside(stmt):
+    """Whether a statement is, or contains, a module the model's own code checkpoints."""
+    return "checkpoint" in stmt or any(_checkpointed_inside(s) for s in stmt.get("body", []) if isinstance(s, dict))
+
+
 class Folder:
     def __init__(self, leaf_bound, shape_of):
         self.next_id = 0
@@ -144,14 +149,20 @@ class Folder:
     def _try_fold(self, blocks, run, prefix, depth, read_later):
         _, base, n0 = run
         index = INDEX_NAMES[depth]
-        # longest tail of blocks that are identical: block 0 may differ (a downsample)
-        for start in range(0, len(blocks) - 1):
-            folded = self._fold_blocks(blocks[start:], base, n0 + start, prefix, index, read_later)
+        # the longest run of identical blocks: the first may differ (a downsample), and the last
+        # (a stack of Linear(w, w) closed by a Linear(w, classes) in the same Sequential)
+        spans = [(start, end) for end in (len(blocks), len(blocks) - 1) for start in range(0, end - 1)]
+        for start, end in spans:
+            after = _refs_of_list(blocks[end:])
+            read_elsewhere = lambda name, a=after: name in a or read_later(name)  # noqa: E731
+            folded = self._fold_blocks(blocks[start:end], base, n0 + start, prefix, index, read_elsewhere)
             if folded is not None:
-                out = list(blocks[:start]) + folded
+                out = list(blocks[:start]) + folded + list(blocks[end:])
                 if depth == 0:  # the blocks of an outermost run are what checkpointing wraps
                     for s in out:
                         for blk in (s["body"] if "repeat" in s else [s] if "module" in s else []):
+                            if _checkpointed_inside(blk):
+                                continue  # the model checkpoints it (or a part): units do not nest
                             blk["checkpoint_unit"] = True
                             blk["body"] = blk.pop("body")  # keep body last
                 return out
@@ -161,7 +172,7 @@ class Folder:
         rid = self.next_id
         local = f"r{rid}"
         template_rel = f"{base}${{{index}+{n0}}}" if n0 else f"{base}${{{index}}}"
-        canon, locals_, prevs = [], [], []
+        canon, locals_, prevs, signatures = [], [], [], []
         prev_locals = {}
         for k, blk in enumerate(blocks):
             full = _join(prefix, blk["module"])
@@ -169,13 +180,19 @@ class Folder:
             c = _canonical(blk, full, templ, template_rel, local, prev_locals)
             if c is None:
                 return None
-            stmt, lmap, prev_used = c
+            stmt, lmap, prev_used, templated = c
             canon.append(stmt)
             locals_.append(lmap)
             prevs.append(prev_used)
             prev_locals = lmap
+            # what the statements do not spell: the shapes of the parameters they read and of
+            # what catalogue ops bind (Linear(w, w) and Linear(w, 4) are the same statement)
+            signatures.append(json.dumps([[t, self.shape_of(name)] for t, name in templated] +
+                                         [self.shape_of(name) for name in lmap], sort_keys=True))
         reference = json.dumps(canon[1], sort_keys=True)
         if any(json.dumps(c, sort_keys=True) != reference for c in canon[2:]):
+            return None
+        if any(signature != signatures[0] for signature in signatures[1:]):
             return None
         aliases = _block0_aliases(canon[0], canon[1], local)
         if aliases is None:
@@ -212,6 +229,7 @@ def _canonical(block, full, templ, template_rel, local, prev_locals):
     lmap = {}
     prev_used = set()
     bad = []
+    templated = []  # (templated name, the block's own name) of parameters and buffers it reads
 
     def ref(name):
         if name in lmap:
@@ -223,6 +241,7 @@ def _canonical(block, full, templ, template_rel, local, prev_locals):
             prev_used.add(n)
             return f"{local}.{n}"
         if name.startswith(full + "."):
+            templated.append((templ + name[len(full):], name))
             return templ + name[len(full):]
         return name
 
@@ -239,7 +258,7 @@ def _canonical(block, full, templ, template_rel, local, prev_locals):
         stmt["frame"] = [ref(n) for n in stmt["frame"]]
     stmt["body"] = map_tree(block["body"], ref, bind, module_fn)
     del rel_len
-    return None if bad else (stmt, lmap, prev_used)
+    return None if bad else (stmt, lmap, prev_used, templated)
 
 
 def _block0_aliases(c0, c1, local):

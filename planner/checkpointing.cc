@@ -34,7 +34,13 @@ CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder&
   plan.recomputed.assign(graph.ops.size(), 0);
   plan.recompute_last_use.assign(graph.tensors.size(), -1);
   for (size_t op = 0; op < graph.ops.size(); ++op) plan.saved_dropped[op].assign(graph.ops[op].saved.size(), 0);
-  if (config.mode == CheckpointMode::None) return plan;
+  using ModelCheckpoint = LayerGraph::ModelCheckpoint;
+  auto model_checkpoint = [&](size_t unit) {
+    return unit < graph.unit_model_checkpoint.size() ? graph.unit_model_checkpoint[unit] : ModelCheckpoint::None;
+  };
+  bool any_model_checkpoint = false;
+  for (size_t unit = 0; unit < num_units; ++unit) any_model_checkpoint |= model_checkpoint(unit) != ModelCheckpoint::None;
+  if (config.mode == CheckpointMode::None && !any_model_checkpoint) return plan;
 
   auto kinds_of = [](const std::vector<std::string>& names) {
     std::vector<uint8_t> kinds(64, 0);
@@ -73,11 +79,19 @@ CheckpointPlan plan_checkpointing(const LayerGraph& graph, const ExecutionOrder&
         unit_kinds[unit] = kinds_of(config.units[unit].recompute_ops);
       }
     }
+    if (config.mode == CheckpointMode::None) on = false;
+    if (model_checkpoint(unit) != ModelCheckpoint::None) {  // the model's own checkpoint call: whole, always
+      on = true;
+      unit_selective[unit] = 0;
+    }
     plan.unit_checkpointed[unit] = on ? 1 : 0;
   }
   plan.unit_reentrant.assign(num_units, 0);
   for (size_t unit = 0; unit < num_units; ++unit) {
-    plan.unit_reentrant[unit] = plan.unit_checkpointed[unit] && config.reentrant && !unit_selective[unit] ? 1 : 0;
+    const bool reentrant = model_checkpoint(unit) != ModelCheckpoint::None
+                               ? model_checkpoint(unit) == ModelCheckpoint::Reentrant
+                               : config.reentrant;
+    plan.unit_reentrant[unit] = plan.unit_checkpointed[unit] && reentrant && !unit_selective[unit] ? 1 : 0;
   }
   auto recompute_kind = [&](size_t unit, OpKind kind) { return unit_kinds[unit][static_cast<size_t>(kind)] != 0; };
   // Per op of a selective unit: recomputed (else its outputs are saved). torchtitan's op policy

@@ -108,6 +108,10 @@ struct LayerGraph {
   std::map<std::string, TensorId> named_outputs;  // "loss", "logits", ...
   TensorId loss = kNoTensor;
   int32_t num_units = 0;
+  // Per unit: how the model's own code checkpoints it (torch.utils.checkpoint called inside
+  // forward, a graph file's `checkpoint:`), whatever the scenario's checkpointing says.
+  enum class ModelCheckpoint : uint8_t { None, NonReentrant, Reentrant };
+  std::vector<ModelCheckpoint> unit_model_checkpoint;
   // Per block unit that attends with a KV cache: the K and V its DynamicCache.update appends
   // (key_cache.append(key_states) keeps these tensors, views included, so their storages).
   struct CachedKeyValue {

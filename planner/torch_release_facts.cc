@@ -27,6 +27,7 @@ constexpr std::pair<std::string_view, bool TorchReleaseFacts::*> kFacts[] = {
     {"multihead_attention_calls_sdpa", &TorchReleaseFacts::multihead_attention_calls_sdpa},
     {"cpu_sdpa_flash_without_dropout", &TorchReleaseFacts::cpu_sdpa_flash_without_dropout},
     {"select_backward_clones_zeros", &TorchReleaseFacts::select_backward_clones_zeros},
+    {"trunc_normal_rejection_masks", &TorchReleaseFacts::trunc_normal_rejection_masks},
 };
 
 }  // namespace

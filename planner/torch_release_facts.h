@@ -15,6 +15,7 @@ struct TorchReleaseFacts {
   bool multihead_attention_calls_sdpa = false;   // F.multi_head_attention_forward -> SDPA
   bool cpu_sdpa_flash_without_dropout = false;   // SDPA on the CPU: flash unless dropout
   bool select_backward_clones_zeros = false;     // select_backward: zeros + select_scatter
+  bool trunc_normal_rejection_masks = false;     // nn.init.trunc_normal_ samples by rejection
 };
 
 // The facts of one release (100 * major + minor, as allocator.torch_version packs it).

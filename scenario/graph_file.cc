@@ -220,11 +220,25 @@ Statement GraphReader::read_statement(const YamlNode& item, int depth) {
     return statement;
   }
   if (!item.child("module").is_missing()) {
-    item.reject_unknown_keys({"module", "checkpoint_unit", "frame", "body"});
+    item.reject_unknown_keys({"module", "checkpoint_unit", "checkpoint", "frame", "body"});
     statement.kind = Statement::Kind::Module;
     statement.module = read_template(item.child("module"));
     statement.checkpoint_unit = item.bool_or("checkpoint_unit", false);
-    if (statement.checkpoint_unit && in_unit_) item.child("checkpoint_unit").fail("checkpoint units do not nest");
+    YamlNode checkpoint = item.child("checkpoint");
+    if (!checkpoint.is_missing()) {
+      const std::string how = checkpoint.is_scalar() ? checkpoint.as_string() : "";
+      if (how == "reentrant") {
+        statement.model_checkpoint = Statement::ModelCheckpoint::Reentrant;
+      } else if (how == "non_reentrant") {
+        statement.model_checkpoint = Statement::ModelCheckpoint::NonReentrant;
+      } else {
+        checkpoint.fail("'checkpoint' must be reentrant or non_reentrant (torch.utils.checkpoint's use_reentrant)");
+      }
+      statement.checkpoint_unit = true;
+    }
+    if (statement.checkpoint_unit && in_unit_) {
+      item.child(checkpoint.is_missing() ? "checkpoint_unit" : "checkpoint").fail("checkpoint units do not nest");
+    }
     statement.frame = !item.child("frame").is_missing();
     statement.held = read_refs(item.child("frame"));
     bool outer_unit = in_unit_;

@@ -119,6 +119,10 @@ struct Statement {
   std::shared_ptr<const OpStatement> op;            // Op
   Template module;                                  // Module
   bool checkpoint_unit = false;                     // Module
+  // Module `checkpoint:`: the model's forward wraps this module in torch.utils.checkpoint
+  // (a checkpoint unit that is always checkpointed, whatever the scenario says).
+  enum class ModelCheckpoint : uint8_t { None, NonReentrant, Reentrant };
+  ModelCheckpoint model_checkpoint = ModelCheckpoint::None;  // Module
   bool frame = false;                               // Module with frame:, and Frame
   std::vector<Ref> held;                            // Module/Frame frame:, Hold
   Expr count;                                       // Repeat

@@ -43,7 +43,8 @@ void resolve_outside_allocator(const OutsideAllocatorRequest& request, sim::Torc
   if (request.context_given) {
     device.cuda_context_bytes = device.model.context_bytes;  // read_device already applied it
     device.context_source = "scenario: device.context_mib";
-  } else if (const ContextRow* row = table.find_context(device.compute_capability, device.cuda_version, loading)) {
+  } else if (const ContextRow* row =
+                 table.find_context(device.compute_capability, torch_version, device.cuda_version, loading)) {
     device.cuda_context_bytes = row->bytes;
     device.context_source = row_citation(row->origin) + " [looked up for " + lookup + "]";
   } else {

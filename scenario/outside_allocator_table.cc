@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <limits>
+#include <tuple>
 
 #include "base/input_error.h"
 #include "scenario/yaml_reader.h"
@@ -165,13 +166,15 @@ std::optional<ModuleLoading> OutsideAllocatorTable::default_loading(ReleaseNumbe
   return std::nullopt;
 }
 
-const ContextRow* OutsideAllocatorTable::find_context(int capability, ReleaseNumber cuda, ModuleLoading loading) const {
+const ContextRow* OutsideAllocatorTable::find_context(int capability, ReleaseNumber torch, ReleaseNumber cuda,
+                                                      ModuleLoading loading) const {
   return most_specific(
       context,
       [&](const ContextRow& r) {
-        return r.loading == loading && r.cuda.contains(cuda) && architecture_matches(r.capabilities, capability);
+        return r.loading == loading && r.cuda.contains(cuda) && r.torch.contains(torch) &&
+               architecture_matches(r.capabilities, capability);
       },
-      [](const ContextRow& r) { return std::pair(r.capabilities.empty() ? 0 : 1, -r.cuda.width()); });
+      [](const ContextRow& r) { return std::tuple(r.capabilities.empty() ? 0 : 1, -r.cuda.width(), -r.torch.width()); });
 }
 
 const CublasWorkspaceRow* OutsideAllocatorTable::find_cublas_workspace(int capability, ReleaseNumber torch) const {
@@ -202,10 +205,11 @@ OutsideAllocatorTable parse_outside_allocator_table(const std::string& text, con
   }
   index = 0;
   for (const YamlNode& row : root.child("context").items()) {
-    row.reject_unknown_keys({"arch", "cuda", "loading", "mib", "kind", "source"});
+    row.reject_unknown_keys({"arch", "cuda", "torch", "loading", "mib", "kind", "source"});
     ContextRow context;
     context.capabilities = read_architectures(row.child("arch"));
     context.cuda = read_release_range(row.child("cuda"));
+    if (!row.child("torch").is_missing()) context.torch = read_release_range(row.child("torch"));
     context.loading = read_loading(row.child("loading"));
     context.bytes = static_cast<uint64_t>(row.child("mib").as_number(1, 1 << 20) * 1024.0 * 1024.0 + 0.5);
     context.origin = read_origin(row, "context", ++index, true);

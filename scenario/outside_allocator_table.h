@@ -38,6 +38,9 @@ struct TableRowOrigin {
 struct ContextRow {
   std::vector<int> capabilities;  // empty = any architecture; 90 = sm_90
   ReleaseRange cuda;
+  // The torch releases measured (optional `torch:`, every release when absent): an eager
+  // context loads all of libtorch_cuda's kernels, so it grows with the torch release.
+  ReleaseRange torch{0, 1 << 30};
   ModuleLoading loading = ModuleLoading::Lazy;
   uint64_t bytes = 0;
   TableRowOrigin origin;
@@ -91,10 +94,11 @@ struct OutsideAllocatorTable {
   NcclBuffers nccl;
 
   // The most specific matching row (architecture named beats `any`, then the narrowest range,
-  // then the row written last); nullopt/nullptr when none matches.
+  // for a context row the CUDA range then the torch range, then the row written last);
+  // nullopt/nullptr when none matches.
   std::optional<ReleaseNumber> default_cuda(ReleaseNumber torch) const;
   std::optional<ModuleLoading> default_loading(ReleaseNumber torch, ReleaseNumber cuda) const;
-  const ContextRow* find_context(int capability, ReleaseNumber cuda, ModuleLoading loading) const;
+  const ContextRow* find_context(int capability, ReleaseNumber torch, ReleaseNumber cuda, ModuleLoading loading) const;
   const CublasWorkspaceRow* find_cublas_workspace(int capability, ReleaseNumber torch) const;
 };
 

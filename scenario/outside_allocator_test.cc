@@ -15,6 +15,19 @@ using testing::error_of;
 
 constexpr uint64_t kMiB = 1ull << 20;
 
+// A table whose context section is `rows` (YAML list items), the other sections empty or trivial.
+OutsideAllocatorTable context_table(const std::string& rows) {
+  return parse_outside_allocator_table("torch_default_cuda: []\nmodule_loading_default: []\ncontext:" + rows + R"(cublas_workspace: []
+cudnn: []
+nccl:
+  - {key: simple_buffer, bytes: 1, source: s, kind: doc}
+  - {key: ll128_buffer, bytes: 1, source: s, kind: doc}
+  - {key: ll_buffer, bytes: 1, source: s, kind: doc}
+  - {key: channels, count: 1, source: s, kind: doc}
+  - {key: ring_peers, count: 1, source: s, kind: doc}
+)", "t.yaml");
+}
+
 Scenario load(const std::string& device, const std::vector<std::string>& overrides = {}) {
   return load_scenario_text("model: gpt2\nbatch_size: 1\nseq_len: 16\n" + device, "s.yaml", overrides);
 }
@@ -32,25 +45,14 @@ TEST_CASE("every row of the bundled table cites a source and parses", "[planner]
 }
 
 TEST_CASE("a row for the GPU's architecture beats an any-architecture row", "[planner][outside]") {
-  OutsideAllocatorTable table = parse_outside_allocator_table(R"(
-torch_default_cuda: []
-module_loading_default: []
-context:
+  OutsideAllocatorTable table = context_table(R"(
   - {arch: [sm_90], cuda: "12.0+", loading: lazy, mib: 500, kind: ours, source: a}
   - {arch: any, cuda: "12.4", loading: lazy, mib: 400, kind: doc, source: b}
-cublas_workspace: []
-cudnn: []
-nccl:
-  - {key: simple_buffer, bytes: 1, source: s, kind: doc}
-  - {key: ll128_buffer, bytes: 1, source: s, kind: doc}
-  - {key: ll_buffer, bytes: 1, source: s, kind: doc}
-  - {key: channels, count: 1, source: s, kind: doc}
-  - {key: ring_peers, count: 1, source: s, kind: doc}
-)", "t.yaml");
-  CHECK(table.find_context(90, 1204, ModuleLoading::Lazy)->bytes == 500 * kMiB);
-  CHECK(table.find_context(80, 1204, ModuleLoading::Lazy)->bytes == 400 * kMiB);
-  CHECK(table.find_context(80, 1206, ModuleLoading::Lazy) == nullptr);
-  CHECK(table.find_context(90, 1204, ModuleLoading::Eager) == nullptr);
+)");
+  CHECK(table.find_context(90, 206, 1204, ModuleLoading::Lazy)->bytes == 500 * kMiB);
+  CHECK(table.find_context(80, 206, 1204, ModuleLoading::Lazy)->bytes == 400 * kMiB);
+  CHECK(table.find_context(80, 206, 1206, ModuleLoading::Lazy) == nullptr);
+  CHECK(table.find_context(90, 206, 1204, ModuleLoading::Eager) == nullptr);
 }
 
 TEST_CASE("a table row without a source is refused at its line", "[planner][outside]") {
@@ -78,10 +80,28 @@ TEST_CASE("torch 1.13 on CUDA 11.7 gets PR 86509's lazy and eager contexts", "[p
 }
 
 TEST_CASE("torch before 1.13 on CUDA before 11.7 defaults to eager loading", "[planner][outside]") {
-  Scenario s = load("device: v100-32gb\nallocator: {torch_version: \"1.12\"}\n");
+  Scenario s = load("device: v100-32gb\nallocator: {torch_version: \"1.6\"}\n");
   CHECK(s.device.cuda_version == 1002);
   CHECK(s.device.module_loading == "eager");
   CHECK(s.device.cuda_context_bytes == 1008 * kMiB);  // the sm_70 row beats the any row
+}
+
+// Issue 26, item 7: the Hugging Face guide measured 1343 MB for torch.ones((1, 1)).cuda() on a
+// V100 with torch 1.10; the Titan V row (torch 1.3) said 1008 MiB.
+TEST_CASE("a V100 with torch 1.10 takes the context measured under torch 1.10", "[planner][outside]") {
+  Scenario s = load("device: v100-16gb\nallocator: {torch_version: \"1.10\"}\n");
+  CHECK(s.device.cuda_version == 1002);
+  CHECK(s.device.cuda_context_bytes == 1341 * kMiB);
+  CHECK(s.device.context_source.find("model_memory_anatomy.md") != std::string::npos);
+}
+
+TEST_CASE("a context row with a torch range beats one without for a release inside it", "[planner][outside]") {
+  OutsideAllocatorTable table = context_table(R"(
+  - {arch: [sm_70], cuda: "10.0-10.2", loading: eager, mib: 1000, kind: measurement, source: a}
+  - {arch: [sm_70], cuda: "10.0-10.2", torch: "1.10-1.12", loading: eager, mib: 1300, kind: derived, source: b}
+)");
+  CHECK(table.find_context(70, 110, 1002, ModuleLoading::Eager)->bytes == 1300 * kMiB);
+  CHECK(table.find_context(70, 103, 1002, ModuleLoading::Eager)->bytes == 1000 * kMiB);
 }
 
 TEST_CASE("device.context_mib overrides the table and is named as the source", "[planner][outside]") {

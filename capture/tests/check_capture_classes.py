@@ -6,6 +6,8 @@ one per ctest test (capture/capture_tests.cmake), under the venv's python (torch
     check_capture_classes.py writes_into_views   after out[..., i] = a, out requires grad in the graph
     check_capture_classes.py stated_shape        nonzero with the model file's data_dependent_shape()
     check_capture_classes.py unmaterialised      a 4.3B-parameter model made by torch.zeros on the CPU
+    check_capture_classes.py repeat_fold         identical Linear(w, w) layers fold into a valid repeat
+    check_capture_classes.py checkpoint_regions  torch.utils.checkpoint in forward marks its module
 
 Exit 77 (skip) without torch or yaml (validate/with_python.sh fails instead under CI=true).
 """
@@ -183,6 +185,127 @@ def check_unmaterialised():
     print(f"PASS: {count} parameters, the capture's peak resident memory {peak_mib:.0f} MiB")
 
 
+LINEAR_STACK = '''import torch, torch.nn as nn
+
+def model():
+    return nn.Sequential(*[nn.Linear(32, 32) for _ in range(LAYERS)]HEAD)
+
+def batch(batch_size):
+    return torch.randn(batch_size, 32), torch.randint(0, CLASSES, (batch_size,))
+'''
+
+
+def _unbound_names(doc):
+    """Names the forward or outputs read before anything binds them (the repeats written out)."""
+    from repeats import binds_of, expand, leaves, refs_of
+    bound = {e["name"] for e in expand(doc["parameters"]) + expand(doc.get("buffers") or [])}
+    bound |= {e["name"] for e in doc["inputs"]}
+    missing = []
+    for leaf in leaves(expand(doc["forward"])):
+        missing += [n for n in refs_of(leaf) if n not in bound]
+        bound.update(binds_of(leaf))
+    return missing + [n for n in doc["outputs"].values() if n not in bound]
+
+
+def check_repeat_fold():
+    """A stack of identical Linear(32, 32) layers folds into one repeat: closed by a
+    Linear(32, 4) (same statement, other weight shape: not folded in), and ending the model
+    (its output is the last layer's, renamed with the repeat's local). Every name read is bound."""
+    from repeats import expand, leaves
+    for layers, head, classes in ((6, ", nn.Linear(32, 4)", 4), (6, "", 32)):
+        source = LINEAR_STACK.replace("LAYERS", str(layers)).replace("HEAD", head).replace("CLASSES", str(classes))
+        rc, err, doc = capture(source)
+        if rc != 0:
+            fail(f"capture failed: {err.strip()}")
+        missing = _unbound_names(doc)
+        if missing:
+            fail(f"{layers} layers{head or ''}: names read before they are bound: {missing}")
+        shapes = {e["name"]: e["shape"] for e in expand(doc["parameters"])}
+        weights = [s["weight"] for s in leaves(expand(doc["forward"])) if s.get("op") == "linear"]
+        expected = [f"{n}.weight" for n in range(layers + (1 if head else 0))]
+        if weights != expected:
+            fail(f"{layers} layers{head}: the linear ops read {weights}, expected {expected}")
+        repeats = [s for s in doc["forward"] if "repeat" in s]
+        if len(repeats) != 1 or repeats[0]["repeat"] != layers:
+            fail(f"{layers} layers{head}: expected one repeat of {layers}, got {[s.get('repeat') for s in repeats]}")
+        print(f"PASS: {layers} Linear(32, 32){head}: a repeat of {layers}, weights {[shapes[w] for w in weights][-1]} "
+              f"last, outputs {doc['outputs']}")
+
+
+CHECKPOINTED = '''import torch, torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.Linear(16, 16)
+        self.mlp = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 16))
+
+    def forward(self, x):
+        x = x + self.attn(x)
+        return x + checkpoint(self.mlp, x, use_reentrant=False)
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(3)])
+        self.head, self.tail = nn.Linear(16, 16), nn.Linear(16, 4)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        x = checkpoint(self.head, x, use_reentrant=True)
+        return checkpoint(lambda y: self.tail(y.relu()), x, use_reentrant=False)
+
+def model():
+    return M()
+
+def batch(batch_size):
+    return torch.randn(batch_size, 16, requires_grad=True), torch.randint(0, 4, (batch_size,))
+'''
+
+
+def check_checkpoint_regions():
+    """torch.utils.checkpoint called in forward: the module it runs is marked `checkpoint:`
+    with its use_reentrant (and the blocks around it are not checkpoint units, which do not
+    nest); a checkpointed lambda is named in the capture's output as planned without it."""
+    from repeats import expand
+    rc, err, doc = capture(CHECKPOINTED)
+    if rc != 0:
+        fail(f"capture failed: {err.strip()}")
+    marked = {}
+
+    def walk(body, prefix):
+        for s in body:
+            if "module" in s:
+                path = f"{prefix}.{s['module']}" if prefix else s["module"]
+                if "checkpoint" in s or s.get("checkpoint_unit"):
+                    marked[path] = s.get("checkpoint", "unit")
+                walk(s["body"], path)
+            elif "body" in s:
+                walk(s["body"], prefix)
+    walk(expand(doc["forward"]), "")
+    expected = {"blocks.0.mlp": "non_reentrant", "blocks.1.mlp": "non_reentrant", "blocks.2.mlp": "non_reentrant",
+                "head": "reentrant"}
+    if marked != expected:
+        fail(f"checkpointed modules {marked}, expected {expected}")
+    rc, out = _capture_output(CHECKPOINTED)
+    if "not one module call" not in out:
+        fail(f"the capture did not say the lambda's checkpoint is planned without it: {out}")
+    print(f"PASS: {marked}; the checkpointed lambda is reported")
+
+
+def _capture_output(source):
+    """(exit status, stdout + stderr) of the capture CLI without -q."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.py")
+        with open(path, "w") as f:
+            f.write(source)
+        proc = subprocess.run([sys.executable, TOOL, path, "-o", os.path.join(tmp, "g.yaml")],
+                              capture_output=True, text=True)
+        return proc.returncode, proc.stdout + proc.stderr
+
+
 def _count(entry, times=1):
     if "repeat" in entry:
         return sum(_count(e, times * int(entry["repeat"])) for e in entry["body"])
@@ -202,7 +325,8 @@ def main():
         print(f"SKIP: {sys.executable} cannot import torch and yaml ({err})")
         return 77
     checks = {"address_reuse": check_address_reuse, "writes_into_views": check_writes_into_views,
-              "stated_shape": check_stated_shape, "unmaterialised": check_unmaterialised}
+              "stated_shape": check_stated_shape, "unmaterialised": check_unmaterialised,
+              "repeat_fold": check_repeat_fold, "checkpoint_regions": check_checkpoint_regions}
     if len(sys.argv) != 2 or sys.argv[1] not in checks:
         fail("usage: check_capture_classes.py " + "|".join(checks))
     checks[sys.argv[1]]()

@@ -270,7 +270,12 @@ void GraphFileBuilder::execute(const std::vector<scenario::graph::Statement>& st
         break;
       case Kind::Module:
         g_.push_module(statement.module.render(env_));
-        if (statement.checkpoint_unit) g_.begin_unit();
+        if (statement.checkpoint_unit) {
+          using Model = scenario::graph::Statement::ModelCheckpoint;
+          g_.begin_unit(statement.model_checkpoint == Model::Reentrant      ? LayerGraph::ModelCheckpoint::Reentrant
+                        : statement.model_checkpoint == Model::NonReentrant ? LayerGraph::ModelCheckpoint::NonReentrant
+                                                                            : LayerGraph::ModelCheckpoint::None);
+        }
         if (statement.frame) {
           g_.begin_scope();
           hold(statement.held);

@@ -25,6 +25,15 @@ std::string base_name(std::string name) {
   return name;
 }
 
+// "copy_", "aten::index_put_.default": an in-place op (not a dunder such as __and__).
+bool in_place_spelling(std::string name) {
+  for (std::string_view prefix : {"aten::", "aten."}) {
+    if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+  }
+  if (size_t dot = name.find('.'); dot != std::string::npos) name.resize(dot);
+  return name.size() > 1 && name.back() == '_' && name[name.size() - 2] != '_';
+}
+
 bool listed(const std::string& name, std::initializer_list<std::string_view> names) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
@@ -291,6 +300,12 @@ void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statemen
   node.backward_transients = std::move(backward_transients);
   node.backward_program = std::move(program);
   g_.finish_op(node);
+  // An in-place op (aten name ending in one '_') writing a tensor with history into a view.
+  if (in_place_spelling(op.aten.empty() ? op.op : op.aten) && node.records_grad_node) {
+    for (size_t i = 0; i < op.outputs.size(); ++i) {
+      if (op.outputs[i].view_of.present()) g_.storage_requires_grad(g_.tensor(outputs[i]).storage);
+    }
+  }
   bind_outputs(op, outputs, shapes);
 }
 

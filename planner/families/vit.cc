@@ -70,6 +70,16 @@ void build_vit(GraphBuilder& g, const ModelConfig& model) {
   g.pop_module();
   TensorId head_w = g.parameter("heads.head.weight", {classes, hidden});
   TensorId head_b = g.parameter("heads.head.bias", {classes});
+  // The constructor then initialises conv_proj.weight with nn.init.trunc_normal_, which from
+  // torch 2.12 rejects out-of-range samples by masks: `result < lo`, `result > hi` and their `|`,
+  // a byte per element each, alive together (fact trunc_normal_rejection_masks). A second pass
+  // needs a sample beyond 2 * sqrt(fan_in) standard deviations: not modelled (fan_in is 3 * patch²).
+  if (torch_release_facts(g.context().torch_version).trunc_normal_rejection_masks) {
+    for (const char* mask : {"below_bound", "above_bound", "rejected"}) {
+      g.construction_temporary(std::string("conv_proj.weight.trunc_normal_") + mask, {hidden, channels, patch, patch},
+                               DType::Bool);
+    }
+  }
 
   // Images arrive in the parameters' dtype (the loop casts them for pure bf16).
   DType image_dtype = g.precision().parameter_dtype;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "base/input_error.h"
+#include "planner/ops/cpu_gemm_buffer.h"
 #include "planner/ops/op_catalogue.h"
 
 namespace oomcast::planner::ops {
@@ -19,8 +20,9 @@ uint64_t round_up(uint64_t value, uint64_t multiple) { return (value + multiple 
 // autocast already handled (SDPA math calls matmul below the autocast dispatch key).
 // `inner` is the contracted dimension (head_dim for q@kᵀ, the key length for p@v); 0 when
 // the caller does not know it (the op's FLOPs are then left to planner/timing/op_cost.cc).
+// `matrices`, the batch of matrices (0 when unknown), places the CPU bf16 GEMM's buffers.
 TensorId bmm(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b, uint64_t out_numel, bool copy_a,
-             bool copy_b, bool autocast, uint64_t inner) {
+             bool copy_b, bool autocast, uint64_t inner, uint64_t matrices) {
   std::string name(leaf);
   const PrecisionRules& rules = g.precision();
   TensorId ac = a;
@@ -42,6 +44,13 @@ TensorId bmm(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b, uin
   op.forward_flops = 2.0 * static_cast<double>(out_numel) * static_cast<double>(inner);
   if (b_requires_grad) op.saved.push_back(ac);
   if (a_requires_grad) op.saved.push_back(bc);
+  // The CPU's bf16 GEMMs run matrix by matrix, each with its fp32 result (cpu_gemm_buffer.h).
+  if (matrices > 0 && inner > 0) {
+    const uint64_t m = g.tensor(ac).numel / matrices / inner, n = g.tensor(bc).numel / matrices / inner;
+    if (m * n * matrices == out_numel) {
+      add_cpu_bf16_gemm_buffers(g, op, name, dtype, m, n, inner, a_requires_grad, b_requires_grad);
+    }
+  }
   g.finish_op(op);
   return out;
 }
@@ -60,8 +69,9 @@ TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, T
                          const AttentionShape& shape) {
   uint64_t scores_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.seq);
   uint64_t out_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.head_dim);
+  const auto matrices = static_cast<uint64_t>(shape.batch * shape.heads);
   TensorId scores = bmm(g, name + ".qk", q, k, scores_numel, !shape.q_contiguous, !shape.k_contiguous, true,
-                       static_cast<uint64_t>(shape.head_dim));
+                       static_cast<uint64_t>(shape.head_dim), matrices);
   TensorId att = scale(g, name + ".scale", scores);
   if (shape.score_softcap) {
     att = scale(g, name + ".softcap_div", att);
@@ -95,7 +105,7 @@ TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, T
   TensorId dropped = dropout(g, name + ".attn_dropout", probabilities);
   g.hold(dropped);  // `att` is a local of forward(): it lives until the module returns
   TensorId y = bmm(g, name + ".av", dropped, v, out_numel, false, !shape.v_contiguous, true,
-                   static_cast<uint64_t>(shape.seq));
+                   static_cast<uint64_t>(shape.seq), matrices);
   return copy(g, name + ".transpose_contiguous", y);
 }
 
@@ -118,8 +128,9 @@ TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, Te
   TensorId k_scaled = scale(g, name + ".k_scale", k32);
   // The scalar muls keep their input's strides, so matmul copies q and kᵀ exactly when it
   // would copy the unscaled ones (the shape's *_contiguous flags), and v likewise.
+  const auto matrices = static_cast<uint64_t>(shape.batch * shape.heads);
   TensorId scores = bmm(g, name + ".qk", q_scaled, k_scaled, scores_numel, !shape.q_contiguous,
-                       !shape.k_contiguous, false, static_cast<uint64_t>(shape.head_dim));
+                       !shape.k_contiguous, false, static_cast<uint64_t>(shape.head_dim), matrices);
   std::vector<Transient> mask_transients;
   if (shape.causal) {
     // is_causal: a bool tril [s, s], then the float additive mask, added in place.
@@ -130,7 +141,7 @@ TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, Te
   TensorId probabilities = plain_softmax(g, name + ".safe_softmax", scores, std::move(mask_transients));
   TensorId dropped = dropout(g, name + ".dropout", probabilities);
   TensorId y = bmm(g, name + ".av", dropped, v32, out_numel, false, !shape.v_contiguous, false,
-                   static_cast<uint64_t>(shape.seq));
+                   static_cast<uint64_t>(shape.seq), matrices);
   // The math backend returns (output.to(orig_dtype), attn.to(orig_dtype)); F.sdpa drops the
   // second, so it is a transient the size of the scores.
   TensorId result = g.cast(y, original, name + ".out_cast");
@@ -198,7 +209,7 @@ TensorId fused_attention(GraphBuilder& g, const std::string& name, TensorId q, T
 
 TensorId batched_matmul(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b, uint64_t out_numel,
                         bool copy_a, bool copy_b, uint64_t inner) {
-  return bmm(g, leaf, a, b, out_numel, copy_a, copy_b, true, inner);
+  return bmm(g, leaf, a, b, out_numel, copy_a, copy_b, true, inner, /*matrices=*/0);
 }
 
 TensorId attention(GraphBuilder& g, std::string_view leaf, TensorId q, TensorId k, TensorId v,

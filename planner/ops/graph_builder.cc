@@ -119,6 +119,24 @@ TensorId GraphBuilder::view(TensorId base, std::string_view leaf, uint64_t numel
   return id;
 }
 
+void GraphBuilder::storage_requires_grad(TensorId storage) {
+  std::vector<uint8_t> rebased(graph_.tensors.size(), 0);
+  for (size_t id = 0; id < graph_.tensors.size(); ++id) {
+    TensorDesc& desc = graph_.tensors[id];
+    if (desc.storage != storage || desc.requires_grad) continue;
+    desc.requires_grad = true;
+    rebased[id] = 1;
+  }
+  // Their producers (torch.zeros_like, a detach) now have a grad node in autograd's eyes (the
+  // base's CopySlices), not leaves whose .grad backward would fill and keep.
+  for (OpNode& op : graph_.ops) {
+    if (op.records_grad_node) continue;
+    for (TensorId out : op.outputs) {
+      if (rebased[out]) op.records_grad_node = true;
+    }
+  }
+}
+
 OpNode& GraphBuilder::add_op(OpKind kind, std::string_view leaf, std::vector<TensorId> inputs,
                              std::vector<TensorId> outputs, std::vector<GradRule> input_grads) {
   if (input_grads.size() != inputs.size()) throw std::logic_error("add_op: one grad rule per input");
@@ -136,9 +154,13 @@ OpNode& GraphBuilder::add_op(OpKind kind, std::string_view leaf, std::vector<Ten
     unit_decided_ = true;
     const CheckpointMode mode = context_.checkpoint_mode;
     const auto unit = static_cast<int64_t>(current_unit_);
-    bool reentrant = context_.checkpoint_reentrant &&
-                     (mode == CheckpointMode::Full ||
-                      (mode == CheckpointMode::EveryN && (context_.checkpoint_every_n <= 1 || unit % context_.checkpoint_every_n == 0)));
+    const LayerGraph::ModelCheckpoint model_checkpoint = graph_.unit_model_checkpoint[static_cast<size_t>(unit)];
+    bool reentrant = model_checkpoint != LayerGraph::ModelCheckpoint::None
+                         ? model_checkpoint == LayerGraph::ModelCheckpoint::Reentrant
+                         : context_.checkpoint_reentrant &&
+                               (mode == CheckpointMode::Full ||
+                                (mode == CheckpointMode::EveryN &&
+                                 (context_.checkpoint_every_n <= 1 || unit % context_.checkpoint_every_n == 0)));
     bool argument_requires_grad = false;
     for (TensorId in : inputs) {
       const TensorDesc& desc = graph_.tensors[graph_.tensors[in].storage];
@@ -190,8 +212,9 @@ void GraphBuilder::end_scope() {
   add_op(OpKind::ScopeEnd, "return", std::move(held), {}, std::move(rules));
 }
 
-void GraphBuilder::begin_unit() {
+void GraphBuilder::begin_unit(LayerGraph::ModelCheckpoint model_checkpoint) {
   current_unit_ = graph_.num_units++;
+  graph_.unit_model_checkpoint.push_back(model_checkpoint);
   unit_decided_ = false;
   unit_grad_blocked_ = false;
 }

@@ -84,6 +84,10 @@ class GraphBuilder {
   TensorId activation(std::string_view leaf, uint64_t numel, DType dtype);
   // A view sharing `base`'s storage (reshape, transpose, split piece, in-place result).
   TensorId view(TensorId base, std::string_view leaf, uint64_t numel);
+  // An in-place write with autograd history into a view (out[..., 0] = a): autograd rebases
+  // the view's base (CopySlices), so the base and every view of its storage require grad from
+  // then on, however they were made (torch.zeros_like, a detached buffer).
+  void storage_requires_grad(TensorId storage);
 
   // Appends an op. Outputs get requires_grad when grad mode is on and an input requires it;
   // saved tensors are dropped when no grad node is recorded.
@@ -97,8 +101,9 @@ class GraphBuilder {
   void hold(TensorId tensor);
   void end_scope();
 
-  // Checkpoint units: every op added between begin_unit and end_unit belongs to one block.
-  void begin_unit();
+  // Checkpoint units: every op added between begin_unit and end_unit belongs to one block;
+  // `model_checkpoint` says the model's own forward checkpoints it (always on).
+  void begin_unit(LayerGraph::ModelCheckpoint model_checkpoint = LayerGraph::ModelCheckpoint::None);
   void end_unit();
   // The current block's attention keys and values as a generation's KV cache would keep them
   // (before repeat_kv): a view held there keeps its whole base alive (GPT-2's fused c_attn).

@@ -2,6 +2,7 @@
 // Autocast "lower" class: the input is cast per call, the weight through the autocast cache.
 // A linear whose module the job adapts (LoRA) or stores quantized goes through
 // linear_variants.cc first.
+#include "planner/ops/cpu_gemm_buffer.h"
 #include "planner/ops/linear_variants.h"
 #include "planner/ops/op_catalogue.h"
 
@@ -51,6 +52,9 @@ TensorId dense_linear(GraphBuilder& g, std::string_view leaf, TensorId x, Tensor
   // mm_mat1_backward needs mat2 (the weight) only for the input's gradient (§1.1 guards).
   if (w_requires_grad) op.saved.push_back(x_compute);
   if (x_requires_grad) op.saved.push_back(w_compute);
+  // The CPU's bf16 GEMMs: x (rows x in) times Wᵀ (in x out), each with its fp32 result.
+  add_cpu_bf16_gemm_buffers(g, op, name, g.tensor(x_compute).dtype, rows, static_cast<uint64_t>(out_features),
+                            static_cast<uint64_t>(in_features), x_requires_grad, w_requires_grad);
   g.finish_op(op);
   return out;
 }

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "planner/ops/cpu_gemm_buffer.h"
 #include "planner/ops/op_catalogue.h"
 
 using namespace oomcast::planner;
@@ -165,4 +166,47 @@ TEST_CASE("the catalogue's CPU conv2d peaks in its forward where oneDNN under to
     REQUIRE(found != rows.end());
     CHECK(forward_peak(graph, *conv) == found->second.forward_peak);
   }
+}
+
+TEST_CASE("a bf16 linear on the CPU peaks in its forward where oneDNN's fp32 result under torch 2.13 puts it",
+          "[planner][ops][op_facts]") {
+  // validate/op_probe.py linear under bf16 autocast: the bias, weight and input casts, the bf16
+  // output, then oneDNN's fp32 result (+a4:24704) before it is freed.
+  const auto rows = measured();
+  auto found = rows.find({"linear", "amp_bf16"});
+  REQUIRE(found != rows.end());
+  BuildContext context;
+  context.precision = precision_rules(Precision::AmpBf16);
+  context.precision.autocast_device = AutocastDevice::Cpu;
+  context.precision.torch_version = 213;
+  context.cpu_kernels = true;
+  context.torch_version = 213;
+  context.training = true;
+  GraphBuilder g(context);
+  TensorId x = g.input("x", B * T * H, DType::Float32);
+  g.mutable_tensor(x).requires_grad = true;
+  ops::linear(g, "lin", x, g.parameter("lin.weight", {3 * H, H}), g.parameter("lin.bias", {3 * H}), H, 3 * H);
+  LayerGraph graph = g.finish();
+  uint64_t casts = 0;
+  const OpNode* linear = nullptr;
+  for (const OpNode& op : graph.ops) {
+    if (op.kind == OpKind::Linear) linear = &op;
+    if (op.kind == OpKind::Cast) casts += graph.tensors[op.outputs[0]].bytes();
+  }
+  REQUIRE(linear != nullptr);
+  CHECK(casts + forward_peak(graph, *linear) == found->second.forward_peak);
+}
+
+TEST_CASE("a small bf16 GEMM or an fp32 one on the CPU has no fp32 result buffer", "[planner][ops][op_facts]") {
+  BuildContext context;
+  context.cpu_kernels = true;
+  GraphBuilder g(context);
+  // m * n * k = 16³ stays with ATen's own kernel; 16 x 32 times 32 x 16 takes oneDNN's
+  // (measured: the output, then +1152 B).
+  CHECK(ops::cpu_bf16_gemm_buffer(g, DType::BFloat16, 16, 16, 16) == 0);
+  CHECK(ops::cpu_bf16_gemm_buffer(g, DType::BFloat16, 16, 16, 32) == 1152);
+  CHECK(ops::cpu_bf16_gemm_buffer(g, DType::Float32, 64, 64, 64) == 0);
+  BuildContext cuda;
+  GraphBuilder on_cuda(cuda);
+  CHECK(ops::cpu_bf16_gemm_buffer(on_cuda, DType::BFloat16, 64, 64, 64) == 0);
 }
