@@ -14,6 +14,7 @@
 #include "advisor/html_report_plan.h"
 #include "advisor/plan_snapshot_export.h"
 #include "cli/environment.h"
+#include "cli/print_scenario.h"
 #include "cli/output_files.h"
 #include "advisor/predict.h"
 #include "advisor/report.h"
@@ -28,6 +29,7 @@ namespace {
 struct PlanFlags {
   std::string scenario;
   std::vector<std::string> overrides;
+  bool print_scenario = false;
   bool json = false;
   std::string emit_trace;
   std::string html;
@@ -76,10 +78,11 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<PlanFlags>();
   CLI::App* command = app.add_subcommand(
       "plan", "predict the memory of a training scenario (YAML; docs/scenario-format.md)");
-  command->add_option("scenario", flags->scenario, "scenario YAML file")->required();
+  command->add_option("scenario", flags->scenario, "scenario YAML file, or a torchtune, torchtitan, Axolotl or Trainer config (docs/recipes.md)")->required();
   command->add_option("--set", flags->overrides,
                       "override a scenario key: --set batch_size=32 --set model.layers=4 (repeatable)")
       ->allow_extra_args(false);
+  add_print_scenario_flag(*command, flags->print_scenario);
   command->add_flag("--json", flags->json, "print JSON (keys in docs/usage.md) instead of text");
   command->add_option("--emit-trace", flags->emit_trace,
                       "also write the planned allocation schedule as a trace (docs/trace-format.md)");
@@ -88,7 +91,10 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   command->add_option("--export-snapshot", flags->export_snapshot,
                       "also write the simulated run as a torch.cuda.memory._snapshot() pickle (.pickle, .pickle.gz) "
                       "for PyTorch's memory_viz and `oomcast replay`");
-  command->callback([flags, &exit_code] { exit_code = run_plan(*flags); });
+  command->callback([flags, &exit_code] {
+    if (printed_scenario(flags->print_scenario, flags->scenario, flags->overrides, exit_code)) return;
+    exit_code = run_plan(*flags);
+  });
 }
 
 }  // namespace oomcast::cli

@@ -10,6 +10,7 @@
 #include "base/input_error.h"
 #include "cli/commands.h"
 #include "cli/environment.h"
+#include "cli/print_scenario.h"
 #include "advisor/global_batch_search.h"
 #include "advisor/search.h"
 #include "advisor/search_margin.h"
@@ -29,6 +30,7 @@ struct SearchFlags {
   int64_t pad_to_multiple_of = 1;
   size_t jobs = 0;
   std::vector<std::string> overrides;
+  bool print_scenario = false;
   bool fit = false;
   bool json = false;
   bool param_given = false;
@@ -86,7 +88,7 @@ void add_search_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<SearchFlags>();
   CLI::App* command = app.add_subcommand(
       "search", "the largest batch_size, seq_len or grad_accum_steps that fits with a margin left free");
-  command->add_option("scenario", flags->scenario, "scenario YAML file")->required();
+  command->add_option("scenario", flags->scenario, "scenario YAML file, or a torchtune, torchtitan, Axolotl or Trainer config (docs/recipes.md)")->required();
   command->add_option("--param", flags->param, "batch_size (default), seq_len (image_size) or grad_accum_steps")
       ->each([flags](const std::string&) { flags->param_given = true; });
   command->add_option("--margin", flags->margin,
@@ -111,9 +113,13 @@ void add_search_command(CLI::App& app, int& exit_code) {
   command->add_option("--jobs", flags->jobs, "values simulated at once (default: every hardware thread)")
       ->check(CLI::PositiveNumber);
   command->add_option("--set", flags->overrides, "override a scenario key first (repeatable)")->allow_extra_args(false);
+  add_print_scenario_flag(*command, flags->print_scenario);
   command->add_flag("--fit", flags->fit, "also print the closed-form fit peak ≈ a + b·B + c·B·S + d·B·S²");
   command->add_flag("--json", flags->json, "print JSON (max_fitting, param, margin, non_monotone, evaluated)");
-  command->callback([flags, &exit_code] { exit_code = run_search(*flags); });
+  command->callback([flags, &exit_code] {
+    if (printed_scenario(flags->print_scenario, flags->scenario, flags->overrides, exit_code)) return;
+    exit_code = run_search(*flags);
+  });
 }
 
 }  // namespace oomcast::cli

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "advisor/html_report_plan.h"
 #include "cli/environment.h"
+#include "cli/print_scenario.h"
 #include "cli/output_files.h"
 #include "advisor/whatif.h"
 #include "scenario/scenario_loader.h"
@@ -21,6 +22,7 @@ namespace {
 struct WhatifFlags {
   std::string scenario;
   std::vector<std::string> overrides;
+  bool print_scenario = false;
   size_t jobs = 0;
   bool no_fit = false;
   bool json = false;
@@ -54,14 +56,18 @@ void add_whatif_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<WhatifFlags>();
   CLI::App* command = app.add_subcommand(
       "whatif", "the doctor: which OOM patterns the scenario shows, and which simulated change saves most");
-  command->add_option("scenario", flags->scenario, "scenario YAML file")->required();
+  command->add_option("scenario", flags->scenario, "scenario YAML file, or a torchtune, torchtitan, Axolotl or Trainer config (docs/recipes.md)")->required();
   command->add_option("--set", flags->overrides, "override a scenario key first (repeatable)")->allow_extra_args(false);
+  add_print_scenario_flag(*command, flags->print_scenario);
   command->add_option("--jobs", flags->jobs, "simulations at once (default: every hardware thread)")
       ->check(CLI::PositiveNumber);
   command->add_flag("--no-fit", flags->no_fit, "skip the closed-form fit peak ≈ a + b·B + c·B·S + d·B·S²");
   command->add_flag("--json", flags->json, "print JSON");
   command->add_option("--html", flags->html, "also write a self-contained HTML report with the fixes table");
-  command->callback([flags, &exit_code] { exit_code = run_whatif(*flags); });
+  command->callback([flags, &exit_code] {
+    if (printed_scenario(flags->print_scenario, flags->scenario, flags->overrides, exit_code)) return;
+    exit_code = run_whatif(*flags);
+  });
 }
 
 }  // namespace oomcast::cli

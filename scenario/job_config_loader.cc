@@ -2,12 +2,12 @@
 #include "scenario/job_config_loader.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "base/input_error.h"
 #include "scenario/hf_config.h"
 #include "scenario/model_families.h"
-
-#include "scenario/model_families.h"
+#include "scenario/peft_adapter_config.h"
 
 namespace oomcast::scenario {
 
@@ -220,7 +220,8 @@ void check_optimizer_in_backward(const YamlNode& root, const Scenario& scenario,
   }
 }
 
-TrainableConfig read_training(const YamlNode& node, const Scenario& scenario) {
+// `warnings` receives those of a PEFT adapter_config.json the section names.
+TrainableConfig read_training(const YamlNode& node, const Scenario& scenario, std::vector<std::string>& warnings) {
   TrainableConfig config;
   if (node.is_missing()) return config;
   // PEFT users write the adapter where they think of it; say where it goes.
@@ -231,7 +232,24 @@ TrainableConfig read_training(const YamlNode& node, const Scenario& scenario) {
   YamlNode trainable = node.child("trainable");
   if (trainable.is_scalar()) {
     std::string word = trainable.as_string();
-    if (word == "all") {
+    std::string base_dir = std::filesystem::path(scenario.source_path).parent_path().string();
+    if (base_dir.empty()) base_dir = ".";
+    if (word != "all" && word != "none" && names_peft_adapter_config(word, base_dir)) {
+      // A PEFT adapter_config.json, read as it is (peft_adapter_config.h).
+      std::filesystem::path file(word);
+      if (file.is_relative()) file = std::filesystem::path(base_dir) / file;
+      PeftAdapter adapter;
+      try {
+        adapter = read_peft_adapter_config(file.string());
+      } catch (const InputError& error) {
+        if (!error.where().file.empty()) throw;  // the error is inside the adapter config
+        trainable.fail(error.message());
+      }
+      config.kind = TrainableKind::None;  // the base model is frozen; the adapters train
+      config.lora = adapter.lora;
+      config.ia3 = adapter.ia3;
+      warnings.insert(warnings.end(), adapter.warnings.begin(), adapter.warnings.end());
+    } else if (word == "all") {
       config.kind = TrainableKind::All;
     } else if (word == "none") {
       config.kind = TrainableKind::None;
@@ -331,7 +349,7 @@ const std::vector<std::string>& job_section_keys() {
 void read_job_sections(const YamlNode& root, Scenario& scenario) {
   JobConfig& config = scenario.job;
   config.job = read_job(root.child("job"), scenario);
-  config.training = read_training(root.child("training"), scenario);
+  config.training = read_training(root.child("training"), scenario, scenario.model.warnings);
   config.weights = read_weights(root.child("weights"));
   const std::string& model_file = scenario.model.source;
   if (root.child("weights").is_missing() && model_file.size() > 5 &&

@@ -1,5 +1,5 @@
-// Model catalogue: preset lookup in models/, model YAML files, and Hugging Face config.json
-// files or model folders (read by scenario/hf_config.cc).
+// Model catalogue: preset lookup in models/, model YAML files, Hugging Face config.json
+// files or model folders (read by scenario/hf_config.cc), and Hub ids found in the local cache.
 #include "scenario/model_catalog.h"
 
 #include <yaml-cpp/yaml.h>
@@ -17,6 +17,7 @@
 #include "scenario/graph_file.h"
 #include "scenario/hf_capture.h"
 #include "scenario/hf_config.h"
+#include "scenario/hub_model_resolver.h"
 #include "scenario/model_families.h"
 
 #ifndef OOMCAST_SOURCE_DIR
@@ -158,6 +159,12 @@ ModelConfig resolve_model(const std::string& reference, const std::string& base_
     if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
     std::error_code error;
     if (!fs::exists(path, error)) {
+      // Not a file here: a Hub id ("meta-llama/Llama-3.1-8B") is looked up in the local cache.
+      if (looks_like_hub_id(reference)) {
+        ModelConfig model = checked_hf_config(cached_hub_config(reference));
+        model.name = reference;  // not the snapshot's hash folder
+        return model;
+      }
       throw InputError(SourceLocation{}, "model", "model file '" + path.string() + "' does not exist");
     }
     if (fs::is_directory(path, error)) {

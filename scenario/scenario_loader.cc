@@ -26,6 +26,7 @@
 #include "scenario/moe_config.h"
 #include "scenario/not_a_scenario.h"
 #include "scenario/parallel_config_loader.h"
+#include "scenario/recipe_translation.h"
 #include "scenario/size_limits.h"
 #include "scenario/yaml_reader.h"
 
@@ -477,6 +478,26 @@ Scenario read_scenario(const YamlDocument& document) {
 }  // namespace
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  if (recipe_kind(path)) {
+    // A framework's own config: its scenario text is read as any scenario, with the overrides
+    // on top; its messages name the mapped text (`--print-scenario` shows it, line for line).
+    const RecipeTranslation translation = translate_recipe(path, overrides);
+    const std::string mapped = path + " (as scenario)";
+    Scenario scenario;
+    try {
+      scenario = read_scenario(YamlDocument::parse(translation.scenario_text(), mapped, overrides, shorthand_key));
+    } catch (const InputError& error) {
+      // An error at a key the file wrote (a Hub id not cached) names the file's own line and key.
+      auto origin = translation.origins.find(error.key().substr(0, error.key().find('.')));
+      if (error.where().file != mapped || origin == translation.origins.end()) throw;
+      throw InputError(origin->second.first, origin->second.second,
+                       "'" + origin->second.second + "': " + error.message());
+    }
+    scenario.source_path = path;
+    scenario.model.warnings.insert(scenario.model.warnings.end(), translation.warnings.begin(),
+                                   translation.warnings.end());
+    return scenario;
+  }
   return read_scenario(YamlDocument::load_file(path, overrides, shorthand_key));
 }
 

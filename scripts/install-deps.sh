@@ -9,6 +9,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config zlib1g-dev
   catch2 libyaml-cpp-dev libboost-graph-dev libeigen3-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+  libtomlplusplus-dev                                      # torchtitan TOML configs (scenario/recipe_torchtitan.cc)
   python3 python3-yaml python3-venv                        # python tests; the venv (scripts/make-venv.sh)
   chromium                                                 # opens the HTML reports in tests (tests/html/)
 )
