@@ -42,7 +42,8 @@ std::vector<std::pair<std::string, int64_t>> mesh_fix_batches(const std::vector<
 
 TEST_CASE("Mesh fixes of a pipelined job keep its global batch") {
   const std::vector<std::string> overrides = {"parallel.world_size=8", "parallel.engine=ddp", "parallel.pipeline_parallel=2",
-                                              "parallel.pipeline_microbatches=4", "model.layers=4"};
+                                              "parallel.pipeline_microbatches=4", "model.layers=4",
+                                              "model.kv_heads=4"};  // TP 4 needs kv_heads divisible by 4
   const int64_t before = planner::global_batch_samples(ScenarioSource::file(kTinyTensorParallel, overrides).load());
   CHECK(before == 2 * 4 * 2);  // batch 2 x 4 microbatches x 2 data-parallel replicas
   const auto fixes = mesh_fix_batches(overrides);
@@ -55,7 +56,7 @@ TEST_CASE("Mesh fixes of a pipelined job keep its global batch") {
 
 TEST_CASE("Mesh fixes of a job without a pipeline keep its global batch, accumulation included") {
   const std::vector<std::string> overrides = {"parallel.world_size=8", "parallel.engine=ddp", "grad_accum_steps=2",
-                                              "model.layers=4"};
+                                              "model.layers=4", "model.kv_heads=4"};
   const int64_t before = planner::global_batch_samples(ScenarioSource::file(kTinyTensorParallel, overrides).load());
   CHECK(before == 2 * 2 * 4);  // batch 2 x 2 accumulation steps x 4 data-parallel replicas
   const auto fixes = mesh_fix_batches(overrides);

@@ -30,3 +30,9 @@ TEST_CASE("a name with other numbers is never offered as a typo of a model or GP
   CHECK(with_same_numbers("b200", presets) == std::vector<std::string>{"b200"});
   CHECK(with_same_numbers("rtx3090", presets) == std::vector<std::string>{"rtx-3090"});
 }
+
+TEST_CASE("a misspelt word before a model's number still finds the model", "[base][edit_distance]") {
+  const std::vector<std::string> presets = {"gpt2", "h200", "b200"};
+  CHECK(with_same_numbers("gtp2", presets) == std::vector<std::string>{"gpt2"});
+  CHECK(with_same_numbers("x200", presets).empty());  // a lone letter is part of the GPU's number
+}

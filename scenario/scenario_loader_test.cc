@@ -224,8 +224,9 @@ TEST_CASE("bf16 on a T4 is rejected for lack of bfloat16 support", "[planner][sc
 
 TEST_CASE("an unknown device profile suggests by prefix", "[planner][scenario]") {
   CHECK(load_error(std::string(kGpt2) + "device: h100\n") ==
-        "s.yaml:4:9: error: unknown device profile 'h100' (did you mean 'h100-80gb'?); known: a100-80gb, "
-        "a100-40gb, h100-80gb, h200, l4, t4, v100-16gb, v100-32gb, rtx-3090, rtx-4090, a10g, l40s, cpu");
+        "s.yaml:4:9: error: unknown device profile 'h100' (did you mean one of h100-80gb, h100-nvl?); known: "
+        "a100-80gb, a100-40gb, h100-80gb, h200, l4, t4, v100-16gb, v100-32gb, rtx-3090, rtx-4090, a10g, l40s, "
+        "b200, h100-nvl, h20, rtx-5090, rtx-6000-ada, a6000, a40, cpu");
 }
 
 TEST_CASE("an override reaching into a device shorthand keeps the profile", "[planner][scenario]") {

@@ -46,6 +46,8 @@ class GraphFileBuilder {
 
   // Name lookups. `op` names the op in errors (nullptr outside ops).
   const Binding& lookup(const scenario::graph::Ref& ref, const scenario::graph::OpStatement* op);
+  void add_cpu_gemm_buffers(OpNode& node, const scenario::graph::OpStatement& op, const std::string& aten,
+                            const std::string& leaf, const std::vector<Shape>& output_shapes);
   const Binding* lookup_optional(const scenario::graph::OpStatement& op, const std::string& argument);
   const Binding& argument(const scenario::graph::OpStatement& op, const std::string& argument);
   void bind(const std::string& name, Binding binding);

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "planner/families/graph_file_builder.h"
+#include "planner/ops/cpu_gemm_buffer.h"
 
 namespace oomcast::planner::families {
 
@@ -176,6 +177,37 @@ std::vector<BackwardStep> GraphFileBuilder::backward_program(const scenario::gra
   return program;
 }
 
+// A 2-D GEMM written as a generic op (mm, addmm, linear, matmul of a matrix by a weight) gets the
+// catalogue linear's CPU bf16 result buffers (planner/ops/cpu_gemm_buffer.h): m x n from its
+// output, k from the 2-D input that shares the output's last dimension.
+void GraphFileBuilder::add_cpu_gemm_buffers(OpNode& node, const scenario::graph::OpStatement& op,
+                                            const std::string& aten, const std::string& leaf,
+                                            const std::vector<Shape>& output_shapes) {
+  if (!listed(aten, {"mm", "addmm", "linear", "matmul"}) || output_shapes.empty() || node.outputs.empty()) return;
+  const Shape& out = output_shapes[0];
+  if (out.size() < 2) return;
+  const auto n = static_cast<uint64_t>(out.back());
+  uint64_t m = 1;
+  for (size_t i = 0; i + 1 < out.size(); ++i) m *= static_cast<uint64_t>(out[i]);
+  uint64_t k = 0;
+  bool a_requires_grad = false;
+  bool b_requires_grad = false;
+  for (size_t i = 0; i < op.inputs.size() && i < node.inputs.size(); ++i) {
+    const Shape& shape = lookup(op.inputs[i], &op).shape;
+    const bool wants_grad = i < node.input_grads.size() && node.input_grads[i] != GradRule::None &&
+                            g_.tensor(node.inputs[i]).requires_grad;
+    if (shape.size() == 2 && k == 0 && (static_cast<uint64_t>(shape[0]) == n || static_cast<uint64_t>(shape[1]) == n)) {
+      k = static_cast<uint64_t>(static_cast<uint64_t>(shape[0]) == n ? shape[1] : shape[0]);
+      b_requires_grad = wants_grad;
+    } else if (shape.size() >= 2) {
+      a_requires_grad = a_requires_grad || wants_grad;
+    }
+  }
+  if (k == 0) return;
+  ops::add_cpu_bf16_gemm_buffers(g_, node, leaf, g_.tensor(node.outputs[0]).dtype, m, n, k, a_requires_grad,
+                                 b_requires_grad);
+}
+
 void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op,
                                       const std::string& leaf) {
   const PrecisionRules& rules = g_.precision();
@@ -299,6 +331,7 @@ void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statemen
   node.forward_transients = std::move(forward_transients);
   node.backward_transients = std::move(backward_transients);
   node.backward_program = std::move(program);
+  add_cpu_gemm_buffers(node, op, aten, leaf, shapes);
   g_.finish_op(node);
   // An in-place op (aten name ending in one '_') writing a tensor with history into a view.
   if (in_place_spelling(op.aten.empty() ? op.op : op.aten) && node.records_grad_node) {
