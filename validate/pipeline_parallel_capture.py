@@ -14,17 +14,15 @@
 # lm_head) and materialised with to_empty, so each rank allocates only its stage. The loss is
 # the schedule's loss_fn (HF's ForCausalLMLoss: logits.float(), labels shifted with -100) and
 # step() runs with return_outputs=False, as torchtitan's trainer calls it.
-import argparse
 import contextlib
 import gc
 import os
-import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import capture  # noqa: E402
+import rank_launcher  # noqa: E402
 
 SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B"}
 
@@ -193,26 +191,8 @@ def run_rank(args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("config")
-    ap.add_argument("-o", "--output", required=True, help="trace prefix: writes OUTPUT.rank0, OUTPUT.rank1, ...")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
-    ap.add_argument("--store", default="", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.rank >= 0:
-        return run_rank(args)
-    cfg = capture.load_config(args.config, args.set)
-    stages = int((cfg.get("parallel") or {}).get("pipeline_parallel", 1))
-    capture.hook_library(False)  # built once here, not by every rank at the same time
-    store = tempfile.mktemp(prefix="oomcast-pp-store-")
-    extra = [x for item in args.set for x in ("--set", item)]
-    ranks = [subprocess.Popen([sys.executable, os.path.abspath(__file__), args.config, "-o", args.output,
-                               "--rank", str(rank), "--store", store] + extra) for rank in range(stages)]
-    codes = [p.wait() for p in ranks]
-    if os.path.exists(store):
-        os.unlink(store)
-    return max(codes)
+    return rank_launcher.main(argv, __doc__, __file__, run_rank,
+                              lambda cfg: int((cfg.get("parallel") or {}).get("pipeline_parallel", 1)), "oomcast-pp-store-")
 
 
 if __name__ == "__main__":

@@ -11,15 +11,13 @@
 # cross-entropy is not captured here). The model is built on the meta device, parallelized
 # there and materialised with to_empty, so each rank allocates only its shards, as
 # torchtitan does.
-import argparse
 import os
-import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import capture  # noqa: E402
+import rank_launcher  # noqa: E402
 
 
 def parallelize(model, tp):
@@ -80,26 +78,8 @@ def run_rank(args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("config")
-    ap.add_argument("-o", "--output", required=True, help="trace prefix: writes OUTPUT.rank0, OUTPUT.rank1, ...")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
-    ap.add_argument("--store", default="", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.rank >= 0:
-        return run_rank(args)
-    cfg = capture.load_config(args.config, args.set)
-    tp = int((cfg.get("parallel") or {}).get("tensor_parallel", 1))
-    capture.hook_library(False)  # built once here, not by every rank at the same time
-    store = tempfile.mktemp(prefix="oomcast-tp-store-")
-    extra = [x for item in args.set for x in ("--set", item)]
-    ranks = [subprocess.Popen([sys.executable, os.path.abspath(__file__), args.config, "-o", args.output,
-                               "--rank", str(rank), "--store", store] + extra) for rank in range(tp)]
-    codes = [p.wait() for p in ranks]
-    if os.path.exists(store):
-        os.unlink(store)
-    return max(codes)
+    return rank_launcher.main(argv, __doc__, __file__, run_rank,
+                              lambda cfg: int((cfg.get("parallel") or {}).get("tensor_parallel", 1)), "oomcast-tp-store-")
 
 
 if __name__ == "__main__":
