@@ -363,7 +363,7 @@ def _graph_statements(k, record, backward, namer, path, device_kind):
         shape, dtype = _nbytes_shape(node)
         buffer = f"{prefix}.{node.name}"
         names[node] = buffer
-        uses_copy = node.target is torch.ops.aten.convolution.default
+        uses_copy = compiled_layout.is_convolution(node)
         # the weight's copy is made first, then the input's (the order the allocation hook records)
         for root in (partition._view_root(a) for a in node.args[1::-1] if uses_copy and hasattr(a, "op")):
             if root in copies and root not in copy_names:

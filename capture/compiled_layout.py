@@ -20,7 +20,7 @@
 import torch
 
 
-def _is_convolution(node):
+def is_convolution(node):
     return node.op == "call_function" and node.target is torch.ops.aten.convolution.default
 
 
@@ -34,7 +34,7 @@ def decides_channels_last(gm, device_kind):
         return False
     if torch._inductor.config.force_layout_optimization:
         return True
-    convolutions = [n for n in gm.graph.nodes if _is_convolution(n)]
+    convolutions = [n for n in gm.graph.nodes if is_convolution(n)]
     if not convolutions:
         return False
     if device_kind == "cpu":
@@ -60,7 +60,7 @@ def channels_last_copies(gm, view_root):
     4-D, not channels-last already), as a set."""
     copies = set()
     for node in gm.graph.nodes:
-        if not _is_convolution(node):
+        if not is_convolution(node):
             continue
         for arg in node.args[:2]:
             if not hasattr(arg, "op"):

@@ -196,8 +196,10 @@ void GraphFileBuilder::add_cpu_gemm_buffers(OpNode& node, const scenario::graph:
     const Shape& shape = lookup(op.inputs[i], &op).shape;
     const bool wants_grad = i < node.input_grads.size() && node.input_grads[i] != GradRule::None &&
                             g_.tensor(node.inputs[i]).requires_grad;
-    if (shape.size() == 2 && k == 0 && (static_cast<uint64_t>(shape[0]) == n || static_cast<uint64_t>(shape[1]) == n)) {
-      k = static_cast<uint64_t>(static_cast<uint64_t>(shape[0]) == n ? shape[1] : shape[0]);
+    const uint64_t rows = shape.size() == 2 ? static_cast<uint64_t>(shape[0]) : 0;
+    const uint64_t columns = shape.size() == 2 ? static_cast<uint64_t>(shape[1]) : 0;
+    if (k == 0 && (rows == n || columns == n)) {
+      k = rows == n ? columns : rows;
       b_requires_grad = wants_grad;
     } else if (shape.size() >= 2) {
       a_requires_grad = a_requires_grad || wants_grad;
