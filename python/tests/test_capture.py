@@ -1,6 +1,6 @@
 """oomcast.capture on a live nn.Module equals the file-based capture of the same model; it
 leaves the module's weights alone; oomcast.check raises PredictedOOM on a step that does not
-fit; oomcast.track refuses without a GPU."""
+fit; OOMCAST_CHECK=0 skips it."""
 from __future__ import annotations
 
 import importlib.util
@@ -117,8 +117,3 @@ def test_check_is_skipped_with_oomcast_check_0(monkeypatch):
     assert oomcast.check(model, None, (torch.zeros(8, 32768), torch.zeros(8, dtype=torch.long)),
                          device="a100-40gb") is None
 
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without a GPU")
-def test_track_refuses_without_a_gpu():
-    with pytest.raises(RuntimeError, match="sees no GPU"):
-        oomcast.track(None)
