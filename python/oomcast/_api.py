@@ -2,10 +2,8 @@
 core (oomcast._core), which calls the library functions the CLI command calls."""
 from __future__ import annotations
 
-import io
 import json
 import os
-import pickle
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from . import _core
@@ -47,6 +45,8 @@ def replay(snapshot: Union[str, "os.PathLike[str]", Mapping[str, Any]], alloc_co
     pickled: Optional[bytes] = None
     name = "<snapshot dict>"
     if isinstance(snapshot, Mapping):
+        import io  # here, not at import: `import oomcast` stays light
+        import pickle
         buffer = io.BytesIO()
         pickle.dump(dict(snapshot), buffer, protocol=4)  # what pickle.dump of a torch snapshot writes
         pickled = buffer.getvalue()
