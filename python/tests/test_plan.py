@@ -103,3 +103,13 @@ def test_a_bad_key_in_a_file_is_an_input_error_naming_file_and_line(tmp_path):
 def test_a_scenario_that_is_neither_path_nor_dict_is_a_type_error():
     with pytest.raises(TypeError):
         oomcast.plan(42)
+
+
+def test_a_mapping_override_acts_as_set_with_a_yaml_mapping(cli_json):
+    fsdp2 = {"reshard_after_forward": False, "mixed_precision": {"param_dtype": "bf16", "reduce_dtype": "bf16"}}
+    prediction = oomcast.plan("scenarios/llama-2-7b-fsdp2-8xh100.yaml", **{"parallel.fsdp2": fsdp2})
+    expected = cli_json("plan", "scenarios/llama-2-7b-fsdp2-8xh100.yaml", "--set",
+                        "parallel.fsdp2={reshard_after_forward: false, mixed_precision: {param_dtype: bf16, "
+                        "reduce_dtype: bf16}}")
+    assert prediction.json == expected
+    assert prediction.peak_allocated_bytes != oomcast.plan("scenarios/llama-2-7b-fsdp2-8xh100.yaml").peak_allocated_bytes
