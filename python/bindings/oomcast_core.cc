@@ -6,11 +6,13 @@
 // is released while the simulator runs.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "advisor/global_batch_search.h"
@@ -133,7 +135,7 @@ std::string replay(const std::string& name, const std::optional<nb::bytes>& pick
 
 // `oomcast search --json` (and its text): the largest value that fits, or with keep_global_batch
 // the largest micro-batch of that global batch.
-nb::tuple search(const std::string& path, const std::optional<std::string>& text,
+std::pair<std::string, std::string> search(const std::string& path, const std::optional<std::string>& text,
                  const std::vector<std::string>& overrides, const std::string& param, const std::string& margin_text,
                  int64_t max_value, int64_t keep_global_batch, bool fit, size_t jobs) {
   std::string json, report;
@@ -163,7 +165,7 @@ nb::tuple search(const std::string& path, const std::optional<std::string>& text
       report = advisor::render_search_text(result);
     }
   }
-  return nb::make_tuple(json, report);
+  return {json, report};
 }
 
 // `oomcast sweep --json`: every combination of the grid.
@@ -177,7 +179,7 @@ std::string sweep(const std::string& path, const std::optional<std::string>& tex
 }
 
 // `oomcast whatif --json` (and its text): the OOM patterns and the simulated fixes.
-nb::tuple whatif(const std::string& path, const std::optional<std::string>& text,
+std::pair<std::string, std::string> whatif(const std::string& path, const std::optional<std::string>& text,
                  const std::vector<std::string>& overrides, bool fit, size_t jobs) {
   std::string json, report;
   {
@@ -189,7 +191,7 @@ nb::tuple whatif(const std::string& path, const std::optional<std::string>& text
     json = advisor::render_whatif_json(diagnosis);
     report = advisor::render_whatif_text(diagnosis);
   }
-  return nb::make_tuple(json, report);
+  return {json, report};
 }
 
 // InputError -> oomcast.InputError(message, file, line, column, event, key).

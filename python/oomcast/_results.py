@@ -49,7 +49,7 @@ class Prediction:
 
     def report(self) -> str:
         """The text report `oomcast plan` prints."""
-        return self._core.text()
+        return str(self._core.text())
 
     def to_html(self, path: str) -> str:
         """Writes the HTML page `oomcast plan --html` writes; returns the path."""
@@ -63,7 +63,7 @@ class Prediction:
         return str(path)
 
     def _repr_html_(self) -> str:
-        return self._core.html()
+        return str(self._core.html())
 
     def __str__(self) -> str:
         return self.report()

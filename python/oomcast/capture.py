@@ -25,6 +25,7 @@ def _capture_module() -> types.ModuleType:
     if loaded is not None:
         return loaded
     spec = importlib.util.spec_from_file_location("oomcast_capture", os.path.join(_CAPTURE_DIR, "oomcast_capture.py"))
+    assert spec is not None and spec.loader is not None, _CAPTURE_DIR
     module = importlib.util.module_from_spec(spec)
     sys.modules["oomcast_capture"] = module
     spec.loader.exec_module(module)
@@ -48,7 +49,7 @@ class Graph:
     def text(self) -> str:
         """The graph file's YAML, as `oomcast_capture.py -o` writes it (without its header)."""
         import yaml_emit  # capture/yaml_emit.py, on sys.path once the capture is imported
-        return yaml_emit.dump(self.document, [f"oomcast graph file captured from {self.source} by oomcast.capture()"])
+        return str(yaml_emit.dump(self.document, [f"oomcast graph file captured from {self.source} by oomcast.capture()"]))
 
     def save(self, path: str) -> str:
         with open(path, "w") as handle:
@@ -104,7 +105,8 @@ def _example_batch(example: Sequence[Any]) -> Callable[..., Any]:
 def _optimizer_factory(optimizer: Any) -> Optional[Callable[..., Any]]:
     """optimizer(parameters) from an optimizer object (its class and defaults) or a factory."""
     if optimizer is None or callable(optimizer) and not hasattr(optimizer, "param_groups"):
-        return optimizer
+        factory: Optional[Callable[..., Any]] = optimizer
+        return factory
     import inspect
     kind = type(optimizer)
     # defaults may hold settings the constructor does not take (AdamW's decoupled_weight_decay)

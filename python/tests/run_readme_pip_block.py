@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runs README.md's pip block as a reader would paste it, in a scratch copy of the tree, then
-checks the venv it made: its `import oomcast` is the installed wheel (typed: py.typed), the README's Python block
+checks the venv it made: its `import oomcast` is the installed wheel (typed: py.typed and the extension's _core.pyi), the README's Python block
 runs, a sweep without pandas is a list, bad input is oomcast.InputError, and its `oomcast`
 command plans from another folder. Prints the seconds `pip install .` took.
 
@@ -21,7 +21,8 @@ import os
 import sys
 import oomcast
 assert oomcast.__file__.startswith(sys.prefix), oomcast.__file__  # the installed package, not python/
-assert os.path.isfile(os.path.join(os.path.dirname(oomcast.__file__), "py.typed")), "the wheel has no py.typed"
+for typed in ("py.typed", "_core.pyi"):  # typed, down to the extension's stub
+    assert os.path.isfile(os.path.join(os.path.dirname(oomcast.__file__), typed)), f"the wheel has no {typed}"
 rows = oomcast.sweep({"model": "gpt2", "batch_size": 2, "seq_len": 128, "device": "a100-80gb"}, {"batch_size": [1, 2]})
 assert isinstance(rows, list) and [r["batch_size"] for r in rows] == ["1", "2"] and all(r["fits"] for r in rows), rows
 try:
