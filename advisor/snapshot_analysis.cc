@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "advisor/byte_text.h"
-#include "advisor/timeline_recorder.h"
 
 namespace oomcast::advisor {
 namespace {
@@ -141,9 +141,94 @@ const char* frame_category(const SnapshotFrameTable& frames, int64_t entry) {
   return "other";
 }
 
+namespace {
+
+// call_site_of() for many entries: an entry's call site depends only on a few of its frames
+// (the user's, the innermost Python one, or the first native frame that names an autograd
+// node, an aten op or a tool), so it is computed once per distinct choice of those frames and
+// each entry costs a scan of its frame ids against flags computed once per distinct frame.
+class CallSiteIndex {
+ public:
+  explicit CallSiteIndex(const SnapshotFrameTable& frames) : frames_(frames) {
+    flags_.reserve(frames.frames.size());
+    for (const CallFrame& frame : frames.frames) {
+      uint8_t flags = 0;
+      if (frame.is_python()) flags |= kPython;
+      if (is_library_file(frame.filename)) flags |= kLibrary;
+      if (!between(frame.name, "torch::autograd::generated::", "::apply").empty()) flags |= kAutogradNode;
+      if (!between(frame.name, "at::_ops::", "::").empty()) flags |= kAtenOp;
+      const std::string& file = frame.filename;
+      if (file.empty() || file == "??" || file.ends_with(".cpp") || file.ends_with(".cc") || file.ends_with(".h") ||
+          file.ends_with(".cu") || file.ends_with(".o") || file.ends_with(".so"))
+        flags |= kNative;
+      flags_.push_back(flags);
+    }
+  }
+
+  // The id of `entry`'s call site (see site()).
+  uint32_t id_of(int64_t entry) {
+    const std::vector<uint32_t>& ids = frames_of(frames_, entry);
+    const uint64_t key = key_of(ids);
+    auto [at, inserted] = ids_by_key_.try_emplace(key, static_cast<uint32_t>(sites_.size()));
+    if (inserted) sites_.push_back(call_site_of(frames_, entry));
+    return at->second;
+  }
+  const CallSite& site(uint32_t id) const { return sites_[id]; }
+  size_t size() const { return sites_.size(); }
+
+ private:
+  static constexpr uint8_t kPython = 1, kLibrary = 2, kAutogradNode = 4, kAtenOp = 8, kNative = 16;
+
+  // Which frames decide the call site (the order of call_site_of's rules): kind in the top 4
+  // bits, then one or two frame ids of 30 bits each.
+  uint64_t key_of(const std::vector<uint32_t>& ids) const {
+    constexpr uint32_t kNone = (1u << 30) - 1;
+    auto key = [](uint64_t kind, uint64_t first, uint64_t second = 0) { return kind << 60 | first << 30 | second; };
+    uint32_t innermost_python = kNone;
+    for (uint32_t id : ids) {
+      const uint8_t flags = id < flags_.size() && id < kNone ? flags_[id] : 0;
+      if (!(flags & kPython)) continue;
+      if (innermost_python == kNone) innermost_python = id;
+      if (!(flags & kLibrary)) return key(1, id, innermost_python);
+    }
+    if (innermost_python != kNone) return key(2, innermost_python);
+    for (uint8_t rule : {kAutogradNode, kAtenOp}) {
+      for (uint32_t id : ids)
+        if (id < flags_.size() && id < kNone && (flags_[id] & rule)) return key(rule == kAutogradNode ? 3 : 4, id);
+    }
+    for (uint32_t id : ids)
+      if (id < flags_.size() && id < kNone && !(flags_[id] & kNative)) return key(5, id);
+    return key(ids.empty() ? 6 : 7, 0);
+  }
+
+  const SnapshotFrameTable& frames_;
+  std::vector<uint8_t> flags_;
+  std::unordered_map<uint64_t, uint32_t> ids_by_key_;
+  std::vector<CallSite> sites_;
+};
+
+// Bytes and blocks per call-site id, then the rows by call-site text (several ids may print
+// the same), as add() groups them.
+std::vector<SiteBytes> rows_of(const CallSiteIndex& index, const std::vector<uint64_t>& bytes,
+                               const std::vector<size_t>& blocks,
+                               std::map<std::pair<std::string, std::string>, SiteBytes> groups = {}) {
+  for (uint32_t id = 0; id < bytes.size(); ++id) {
+    if (blocks[id] == 0) continue;
+    const CallSite& where = index.site(id);
+    SiteBytes& row = groups[{where.site, where.via}];
+    row.where = where;
+    row.bytes += bytes[id];
+    row.blocks += blocks[id];
+  }
+  return largest_first(groups);
+}
+
+}  // namespace
+
 SnapshotAnalysis analyze_snapshot(const std::string& name, const sim::Snapshot& snapshot,
                                   const sim::AllocatorConfig& config, int device_index,
                                   const sim::SnapshotReplayReport& report, const SnapshotFrameTable& frames) {
+  (void)snapshot, (void)config, (void)device_index;
   SnapshotAnalysis analysis;
   analysis.name = name;
   analysis.has_frames = frames.has_frames();
@@ -152,37 +237,47 @@ SnapshotAnalysis analyze_snapshot(const std::string& name, const sim::Snapshot& 
   const std::vector<int64_t>& entries = report.entry_of_event;
   auto entry_of = [&](size_t event) { return event < entries.size() ? entries[event] : int64_t{-1}; };
   analysis.peak_site = call_site_of(frames, entry_of(analysis.peak_event));
+  CallSiteIndex index(frames);
 
-  // The allocated blocks right after the peak event, each with the event that allocated it.
-  TimelineRecorder recorder(report.trace.events.size(), 1, analysis.peak_event);
-  sim::replay_snapshot(snapshot, config, name, device_index, false, [&](size_t event, sim::Replayer& replayer) {
-    recorder.after_event(event, report.trace, replayer);
-  });
-  TimelineRecording recording = recorder.finish(0);
-  std::map<std::pair<std::string, std::string>, SiteBytes> live, categories;
-  for (const SegmentView& segment : recording.segments) {
-    for (const SegmentPiece& piece : segment.pieces) {
-      if (piece.state != SegmentPieceState::Allocated) continue;
-      if (piece.alloc_event == SIZE_MAX) {
-        CallSite before{"(allocated before the recording window)", ""};
-        add(live, before, piece.size);
-        add(categories, before, piece.size);
-        continue;
-      }
-      int64_t entry = entry_of(piece.alloc_event);
-      add(live, call_site_of(frames, entry), piece.size);
-      add(categories, CallSite{frame_category(frames, entry), ""}, piece.size);
+  // The allocated blocks right after the peak event, each with the event that allocated it:
+  // from the replay's block sizes, without replaying again.
+  std::map<std::pair<std::string, std::string>, SiteBytes> live_before, categories;
+  std::vector<uint64_t> live_bytes;
+  std::vector<size_t> live_blocks;
+  for (const sim::LiveBlock& block : sim::live_blocks_after(report, analysis.peak_event)) {
+    if (block.alloc_event == SIZE_MAX) {
+      CallSite before{"(allocated before the recording window)", ""};
+      add(live_before, before, block.bytes);
+      add(categories, before, block.bytes);
+      continue;
     }
+    int64_t entry = entry_of(block.alloc_event);
+    uint32_t id = index.id_of(entry);
+    if (id >= live_bytes.size()) {
+      live_bytes.resize(id + 1, 0);
+      live_blocks.resize(id + 1, 0);
+    }
+    live_bytes[id] += block.bytes;
+    live_blocks[id] += 1;
+    add(categories, CallSite{frame_category(frames, entry), ""}, block.bytes);
   }
-  analysis.live_at_peak = largest_first(live);
+  analysis.live_at_peak = rows_of(index, live_bytes, live_blocks, std::move(live_before));
   analysis.categories = largest_first(categories);
 
-  std::map<std::pair<std::string, std::string>, SiteBytes> allocated;
+  std::vector<uint64_t> allocated_bytes;
+  std::vector<size_t> allocated_blocks;
   for (size_t event = 0; event < report.trace.events.size(); ++event) {
     const sim::Event& e = report.trace.events[event];
-    if (e.kind == sim::EventKind::Alloc) add(allocated, call_site_of(frames, entry_of(event)), e.bytes);
+    if (e.kind != sim::EventKind::Alloc) continue;
+    uint32_t id = index.id_of(entry_of(event));
+    if (id >= allocated_bytes.size()) {
+      allocated_bytes.resize(index.size(), 0);
+      allocated_blocks.resize(index.size(), 0);
+    }
+    allocated_bytes[id] += e.bytes;
+    allocated_blocks[id] += 1;
   }
-  analysis.allocated_in_window = largest_first(allocated);
+  analysis.allocated_in_window = rows_of(index, allocated_bytes, allocated_blocks);
   return analysis;
 }
 

@@ -231,6 +231,29 @@ AllocatorConfig snapshot_allocator_config(const Snapshot& snapshot) {
   return config;
 }
 
+std::vector<LiveBlock> live_blocks_after(const SnapshotReplayReport& report, size_t event) {
+  const Trace& trace = report.trace;
+  std::vector<LiveBlock> blocks;
+  if (event >= trace.events.size()) return blocks;
+  std::vector<size_t> alloc_event(report.block_bytes_of_slot.size(), SIZE_MAX);
+  std::vector<uint8_t> live(report.block_bytes_of_slot.size(), 0);
+  std::fill_n(live.begin(), std::min(live.size(), report.initial_allocated_blocks), 1);
+  for (size_t i = 0; i <= event; ++i) {
+    const Event& e = trace.events[i];
+    if (e.slot >= live.size()) continue;
+    if (e.kind == EventKind::Alloc) {
+      live[e.slot] = 1;
+      alloc_event[e.slot] = i;
+    } else if (e.kind == EventKind::Free || e.kind == EventKind::FreeCompleted) {
+      live[e.slot] = 0;  // a requested free keeps its block until it completes
+    }
+  }
+  for (size_t slot = 0; slot < live.size(); ++slot)
+    if (live[slot] && report.block_bytes_of_slot[slot] > 0)
+      blocks.push_back(LiveBlock{alloc_event[slot], report.block_bytes_of_slot[slot]});
+  return blocks;
+}
+
 std::vector<int> snapshot_devices(const Snapshot& snapshot) {
   std::vector<int> devices;
   for (size_t d = 0; d < snapshot.device_traces.size(); ++d)
@@ -417,7 +440,17 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
   replayer.device().script_addresses(std::move(scripted));
   replayer.device().script_reservations(std::move(facts.new_reservation_bases));
   const Trace& trace = report.trace;
+  // Block sizes: a restored block's from the rebuilt layout, an alloc's from the allocated
+  // bytes it added (the allocator counts block sizes).
+  report.block_bytes_of_slot.assign(trace.slot_names.size(), 0);
+  for (const auto& [address, slot] : initial_slots) report.block_bytes_of_slot[slot] = start.allocated.at(address).extent;
+  int64_t allocated_before = allocator.stats().allocated_bytes.all().current;
   replayer.on_event([&](size_t event) {
+    const int64_t allocated_now = allocator.stats().allocated_bytes.all().current;
+    const Event& replayed = trace.events[event];
+    if (replayed.kind == EventKind::Alloc && allocated_now > allocated_before)
+      report.block_bytes_of_slot[replayed.slot] = static_cast<uint64_t>(allocated_now - allocated_before);
+    allocated_before = allocated_now;
     if (observer) observer(event, replayer);
     uint64_t expected = address_of_event[event];
     if (expected == 0) return;
