@@ -85,6 +85,12 @@ class Document {
   // The value stored under the string key `key`, or nullptr. Linear: dicts here are small.
   const Value* find(const Value& dict, std::string_view key) const;
 
+  // How many containers the document holds, and which one a List, Tuple, Dict or Set value
+  // is (0 .. container_count() - 1): the same container fetched twice from the pickle's
+  // memo (an object the pickler saw before) has the same index. Requires: a container kind.
+  size_t container_count() const { return containers_.size(); }
+  uint64_t container_index(const Value& value) const { return value.payload_; }
+
   // Stores the value of a non-negative Int, or of a BigInt below 2^64, in `out`. Returns
   // false (and leaves `out` alone) for negative ints, ints of 2^64 or more and other kinds.
   bool as_uint64(const Value& value, uint64_t* out) const;

@@ -320,13 +320,43 @@ struct FramePositionHash {
   }
 };
 
+// Which frame field a dict key is, decided once per distinct key string: the pickler
+// memoises keys, so a key's text is fetched with the offset of its first copy.
+class FrameKeys {
+ public:
+  enum Field : uint8_t { kName, kFilename, kLine, kOther };
+  Field field(const Document& doc, const Value& key) {
+    if (!key.is_string()) return kOther;
+    for (size_t i = 0; i < known_; ++i)
+      if (offsets_[i] == key.offset()) return fields_[i];
+    const std::string_view text = doc.text(key);
+    const Field field = text == "name" ? kName : text == "filename" ? kFilename : text == "line" ? kLine : kOther;
+    if (known_ < kSize) {
+      offsets_[known_] = key.offset();
+      fields_[known_++] = field;
+    }
+    return field;
+  }
+
+ private:
+  static constexpr size_t kSize = 16;
+  uint64_t offsets_[kSize] = {};
+  Field fields_[kSize] = {};
+  size_t known_ = 0;
+};
+
 // Interns the frames of `entries` (one device's trace): strings are built once per distinct
-// frame. Entries, frame lists and frames of an unexpected shape contribute nothing.
+// frame, and a frame dict the pickle shares between entries (torch's snapshots share each
+// distinct frame's dict) is read once. Entries, frame lists and frames of an unexpected shape
+// contribute nothing.
 SnapshotFrames intern_frames(const Document& doc, std::span<const Value> entries) {
   SnapshotFrames out;
   out.entry_frames.resize(entries.size());
   std::unordered_map<FramePosition, uint32_t, FramePositionHash> ids_by_position;
   std::unordered_map<FrameKey, uint32_t, FrameKeyHash> ids;
+  // Per container of the document: its frame id + 1 once read as a frame dict (0: not yet).
+  std::vector<uint32_t> id_of_container(doc.container_count(), 0);
+  FrameKeys keys;
   for (size_t e = 0; e < entries.size(); ++e) {
     if (!entries[e].is_dict()) continue;
     const Value* frames = doc.find(entries[e], "frames");
@@ -335,9 +365,24 @@ SnapshotFrames intern_frames(const Document& doc, std::span<const Value> entries
     out.entry_frames[e].reserve(list.size());
     for (const Value& frame : list) {
       if (!frame.is_dict()) continue;
-      const Value* name = doc.find(frame, "name");
-      const Value* filename = doc.find(frame, "filename");
-      const Value* line = doc.find(frame, "line");
+      uint32_t& cached = id_of_container[doc.container_index(frame)];
+      if (cached != 0) {
+        out.entry_frames[e].push_back(cached - 1);
+        continue;
+      }
+      // One pass over the keys; a repeated key keeps its last value, as in Python.
+      const Value* name = nullptr;
+      const Value* filename = nullptr;
+      const Value* line = nullptr;
+      std::span<const Value> items = doc.items(frame);
+      for (size_t i = 0; i + 1 < items.size(); i += 2) {
+        switch (keys.field(doc, items[i])) {
+          case FrameKeys::kName: name = &items[i + 1]; break;
+          case FrameKeys::kFilename: filename = &items[i + 1]; break;
+          case FrameKeys::kLine: line = &items[i + 1]; break;
+          case FrameKeys::kOther: break;
+        }
+      }
       if (name && !name->is_string()) name = nullptr;
       if (filename && !filename->is_string()) filename = nullptr;
       const int64_t line_number = line && line->is_int() ? line->int_value() : 0;
@@ -351,6 +396,7 @@ SnapshotFrames intern_frames(const Document& doc, std::span<const Value> entries
         if (inserted) out.frames.push_back(SnapshotFrame{std::string(key.name), std::string(key.filename), key.line});
         known->second = at->second;
       }
+      cached = known->second + 1;
       out.entry_frames[e].push_back(known->second);
     }
   }
