@@ -173,7 +173,7 @@ class Memo {
   void put(uint64_t index, const Value& value) {
     while (index >= capacity_) {
       const size_t chunk_size = size_t{1} << (kFirstChunkBits + chunks_.size());
-      chunks_.emplace_back(chunk_size);
+      chunks_.emplace_back(chunk_size, Value{});  // Unset
       capacity_ += chunk_size;
     }
     if (index >= size_) size_ = index + 1;
@@ -219,7 +219,9 @@ class Parser {
     // Real snapshots (stack traces skipped) keep about one item per 10 input bytes. Reserving
     // address space for 2 per 16 means no regrowth, which would touch and copy it all again;
     // pages never written cost nothing.
-    doc_.items_.reserve(size / 8);
+    // Stack traces kept: a frame shared through the memo costs one 2-byte BINGET and one
+    // item, so reserve one per 2 bytes.
+    doc_.items_.reserve(options.skip_value_of_key.empty() ? size / 2 : size / 8);
   }
 
   Document run();
