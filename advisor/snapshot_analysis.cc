@@ -162,7 +162,33 @@ class CallSiteIndex {
           file.ends_with(".cu") || file.ends_with(".o") || file.ends_with(".so"))
         flags |= kNative;
       flags_.push_back(flags);
+      // frame_category's rules, per frame.
+      uint8_t category = 0;
+      if (frame.is_python()) {
+        if (file.find("/optim/") != std::string::npos ||
+            (frame.name == "step" && short_path(file, 1).find("optim") != std::string::npos))
+          category |= kOptimizer;
+        if (frame.name == "backward" && is_library_file(file)) category |= kBackward;
+        if (frame.name == "__init__" || frame.name == "reset_parameters" || frame.name == "_apply") category |= kSetup;
+        if (frame.name == "forward") category |= kForward;
+      } else if (frame.name.find("torch::autograd::Engine::") != std::string::npos) {
+        category |= kBackward;
+      }
+      categories_.push_back(category);
     }
+  }
+
+  // frame_category(frames, entry), from the flags of its frames.
+  const char* category_of(int64_t entry) const {
+    const std::vector<uint32_t>& ids = frames_of(frames_, entry);
+    if (ids.empty()) return "unknown (no frames)";
+    uint8_t seen = 0;
+    for (uint32_t id : ids) seen |= categories_[id];
+    if (seen & kOptimizer) return "optimizer step";
+    if (seen & kBackward) return "backward";
+    if (seen & kSetup) return "model setup";
+    if (seen & kForward) return "forward";
+    return "other";
   }
 
   // The id of `entry`'s call site (see site()).
@@ -178,6 +204,7 @@ class CallSiteIndex {
 
  private:
   static constexpr uint8_t kPython = 1, kLibrary = 2, kAutogradNode = 4, kAtenOp = 8, kNative = 16;
+  static constexpr uint8_t kOptimizer = 1, kBackward = 2, kSetup = 4, kForward = 8;
 
   // Which frames decide the call site (the order of call_site_of's rules): kind in the top 4
   // bits, then one or two frame ids of 30 bits each.
@@ -203,6 +230,7 @@ class CallSiteIndex {
 
   const SnapshotFrameTable& frames_;
   std::vector<uint8_t> flags_;
+  std::vector<uint8_t> categories_;
   std::unordered_map<uint64_t, uint32_t> ids_by_key_;
   std::vector<CallSite> sites_;
 };
@@ -259,7 +287,7 @@ SnapshotAnalysis analyze_snapshot(const std::string& name, const sim::Snapshot& 
     }
     live_bytes[id] += block.bytes;
     live_blocks[id] += 1;
-    add(categories, CallSite{frame_category(frames, entry), ""}, block.bytes);
+    add(categories, CallSite{index.category_of(entry), ""}, block.bytes);
   }
   analysis.live_at_peak = rows_of(index, live_bytes, live_blocks, std::move(live_before));
   analysis.categories = largest_first(categories);

@@ -212,6 +212,65 @@ std::vector<RestoredBlock> blocks_of(const RecordedLayout& layout, uint64_t addr
   return blocks;
 }
 
+// The trace of a recording, as TraceBuilder would build it from the ids
+// "<hex address>.<generation>" (the generation counts the allocs at that address), but keyed
+// by address: no id string is built or hashed per event, only one name per slot.
+class AddressTraceBuilder {
+ public:
+  AddressTraceBuilder() { trace_.strings.emplace_back(); }
+  uint32_t adopt(uint64_t address, bool pending) {
+    const uint32_t slot = new_slot(address);
+    requested_.back() = pending;
+    return slot;
+  }
+  void alloc(uint64_t address, uint64_t bytes, uint64_t stream) {
+    generation_[address] += 1;
+    trace_.events.push_back(Event{EventKind::Alloc, new_slot(address), 0, bytes, stream});
+  }
+  // The rules of TraceBuilder::free, free_requested and free_completed.
+  bool free(uint64_t address) {
+    auto it = live_.find(address);
+    if (it == live_.end() || requested_[it->second]) return false;
+    trace_.events.push_back(Event{EventKind::Free, it->second, 0, 0, 0});
+    live_.erase(it);
+    return true;
+  }
+  bool free_requested(uint64_t address) {
+    auto it = live_.find(address);
+    if (it == live_.end() || requested_[it->second]) return false;
+    trace_.events.push_back(Event{EventKind::FreeRequested, it->second, 0, 0, 0});
+    requested_[it->second] = 1;
+    return true;
+  }
+  bool free_completed(uint64_t address) {
+    auto it = live_.find(address);
+    if (it == live_.end() || !requested_[it->second]) return false;
+    requested_[it->second] = 0;
+    trace_.events.push_back(Event{EventKind::FreeCompleted, it->second, 0, 0, 0});
+    live_.erase(it);
+    return true;
+  }
+  void empty_cache() { trace_.events.push_back(Event{EventKind::EmptyCache, 0, 0, 0, 0}); }
+  Trace take() { return std::move(trace_); }
+
+ private:
+  uint32_t new_slot(uint64_t address) {
+    const auto slot = static_cast<uint32_t>(trace_.slot_names.size());
+    std::string name = hex(address);
+    name += '.';
+    name += std::to_string(generation_[address]);
+    trace_.slot_names.push_back(std::move(name));
+    requested_.push_back(0);
+    live_[address] = slot;  // an earlier slot at this address (never freed) is out of reach, as its id is
+    return slot;
+  }
+
+  Trace trace_;
+  std::unordered_map<uint64_t, uint32_t> live_;        // address -> its newest slot
+  std::unordered_map<uint64_t, uint64_t> generation_;  // address -> allocs seen there
+  std::vector<uint8_t> requested_;                     // per slot: free requested, not completed
+};
+
 std::string describe(const SegmentDecision& decision) {
   return std::string(segment_decision_name(decision.kind)) + " " + std::to_string(decision.size) + " at " +
          hex(decision.address);
@@ -315,13 +374,11 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
   report.starts_empty = start.segments.empty();
 
   // The trace the recording implies, and the decisions it recorded.
-  TraceBuilder builder;
-  std::unordered_map<uint64_t, uint64_t> generation;
-  auto id_for = [&](uint64_t address) { return hex(address) + "." + std::to_string(generation[address]); };
+  AddressTraceBuilder builder;
   std::map<uint64_t, uint32_t> initial_slots;  // address -> slot
   std::unordered_set<uint64_t> deferred;  // addresses whose free was requested, not yet completed
   for (const auto& [address, block] : start.allocated) {
-    initial_slots[address] = block.pending ? builder.adopt_pending(id_for(address)) : builder.adopt(id_for(address));
+    initial_slots[address] = builder.adopt(address, block.pending);
     if (block.pending) deferred.insert(address);
   }
   std::vector<SegmentDecision> recorded;
@@ -339,8 +396,7 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
     auto index = static_cast<int64_t>(i);
     switch (entry.action) {
       case Action::Alloc:
-        generation[entry.addr] += 1;
-        builder.alloc(id_for(entry.addr), entry.size, entry.stream);
+        builder.alloc(entry.addr, entry.size, entry.stream);
         entry_of_event.push_back(index);
         address_of_event.push_back(entry.addr);
         break;
@@ -348,7 +404,7 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
         // Completed at once (no record_stream): one plain free, at the completion.
         if (i + 1 < entries.size() && entries[i + 1].action == Action::FreeCompleted && entries[i + 1].addr == entry.addr)
           break;
-        if (!builder.free_requested(id_for(entry.addr)))
+        if (!builder.free_requested(entry.addr))
           start.fail(index, "free_requested of " + hex(entry.addr) + ", which is not allocated");
         deferred.insert(entry.addr);
         entry_of_event.push_back(index);
@@ -356,7 +412,7 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
         break;
       case Action::FreeCompleted: {
         bool was_deferred = deferred.erase(entry.addr) > 0;
-        if (!(was_deferred ? builder.free_completed(id_for(entry.addr)) : builder.free(id_for(entry.addr))))
+        if (!(was_deferred ? builder.free_completed(entry.addr) : builder.free(entry.addr)))
           start.fail(index, "free of " + hex(entry.addr) + ", which is not allocated");
         entry_of_event.push_back(index);
         address_of_event.push_back(0);
