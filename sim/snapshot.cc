@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <span>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "base/input_error.h"
 #include "sim/gzip_file.h"
@@ -212,9 +214,43 @@ SnapshotTraceEntry::Action parse_action(std::string_view action) {
 // or free, so dropping it would replay a different run: refused (sim/snapshot_test.cc).
 bool is_marker_action(std::string_view action) { return action == "user_defined" || action == "annotate"; }
 
+// Which of a few names a dict key is (its index in `names`, -1 for another key or a key
+// that is not a str), decided once per distinct key string: the pickler memoises keys, so
+// every later copy of a key is fetched with the offset of its first.
+class KeyNames {
+ public:
+  explicit KeyNames(std::initializer_list<std::string_view> names) : names_(names) {}
+  int index(const Document& doc, const Value& key) {
+    if (!key.is_string()) return -1;
+    for (size_t i = 0; i < known_; ++i)
+      if (offsets_[i] == key.offset()) return indices_[i];
+    const std::string_view text = doc.text(key);
+    int found = -1;
+    for (size_t i = 0; i < names_.size(); ++i)
+      if (names_[i] == text) found = static_cast<int>(i);
+    if (known_ < kSize) {
+      offsets_[known_] = key.offset();
+      indices_[known_++] = found;
+    }
+    return found;
+  }
+
+ private:
+  static constexpr size_t kSize = 32;
+  std::vector<std::string_view> names_;
+  uint64_t offsets_[kSize] = {};
+  int indices_[kSize] = {};
+  size_t known_ = 0;
+};
+
 // One pass over the entry's keys: traces hold most of a snapshot's dicts.
+// The keys of a trace entry that parse_trace_entry reads.
+enum EntryKey { kAction, kAddr, kSize, kStream, kTimeUs, kDeviceFree, kFrames };
+KeyNames entry_keys() { return KeyNames{"action", "addr", "size", "stream", "time_us", "device_free", "frames"}; }
+
+// `frames` receives the entry's "frames" value (nullptr when it has none).
 SnapshotTraceEntry parse_trace_entry(const Document& doc, const Value& value, size_t device,
-                                     size_t index) {
+                                     size_t index, KeyNames& keys, const Value** frames) {
   using Action = SnapshotTraceEntry::Action;
   const Path path{"device_traces", static_cast<int64_t>(device), "", static_cast<int64_t>(index)};
   const auto event = static_cast<int64_t>(index);
@@ -226,15 +262,19 @@ SnapshotTraceEntry parse_trace_entry(const Document& doc, const Value& value, si
   const Value* device_free = nullptr;
   const Value* size = nullptr;
   std::span<const Value> items = doc.items(dict);
+  *frames = nullptr;
   for (size_t i = 0; i + 1 < items.size(); i += 2) {
-    const std::string_view key = doc.text(items[i]);
     const Value& v = items[i + 1];
-    if (key == "action") action = &v;
-    else if (key == "addr") addr = &v;
-    else if (key == "size") size = &v;
-    else if (key == "stream") entry.stream = fields.stream(v, key);
-    else if (key == "time_us") entry.time_us = fields.integer(v, key);
-    else if (key == "device_free") device_free = &v;
+    switch (keys.index(doc, items[i])) {
+      case kAction: action = &v; break;
+      case kAddr: addr = &v; break;
+      case kSize: size = &v; break;
+      case kStream: entry.stream = fields.stream(v, "stream"); break;
+      case kTimeUs: entry.time_us = fields.integer(v, "time_us"); break;
+      case kDeviceFree: device_free = &v; break;
+      case kFrames: *frames = &v; break;
+      default: break;
+    }
   }
   if (!action) fields.missing(dict, "action");
   const std::string_view action_name = fields.string(*action, "action");
@@ -320,46 +360,21 @@ struct FramePositionHash {
   }
 };
 
-// Which frame field a dict key is, decided once per distinct key string: the pickler
-// memoises keys, so a key's text is fetched with the offset of its first copy.
-class FrameKeys {
- public:
-  enum Field : uint8_t { kName, kFilename, kLine, kOther };
-  Field field(const Document& doc, const Value& key) {
-    if (!key.is_string()) return kOther;
-    for (size_t i = 0; i < known_; ++i)
-      if (offsets_[i] == key.offset()) return fields_[i];
-    const std::string_view text = doc.text(key);
-    const Field field = text == "name" ? kName : text == "filename" ? kFilename : text == "line" ? kLine : kOther;
-    if (known_ < kSize) {
-      offsets_[known_] = key.offset();
-      fields_[known_++] = field;
-    }
-    return field;
-  }
-
- private:
-  static constexpr size_t kSize = 16;
-  uint64_t offsets_[kSize] = {};
-  Field fields_[kSize] = {};
-  size_t known_ = 0;
-};
-
 // Interns the frames of `entries` (one device's trace): strings are built once per distinct
 // frame, and a frame dict the pickle shares between entries (torch's snapshots share each
 // distinct frame's dict) is read once. Entries, frame lists and frames of an unexpected shape
 // contribute nothing.
-SnapshotFrames intern_frames(const Document& doc, std::span<const Value> entries) {
+SnapshotFrames intern_frames(const Document& doc, std::span<const Value* const> entry_frames) {
   SnapshotFrames out;
-  out.entry_frames.resize(entries.size());
+  out.entry_frames.resize(entry_frames.size());
   std::unordered_map<FramePosition, uint32_t, FramePositionHash> ids_by_position;
   std::unordered_map<FrameKey, uint32_t, FrameKeyHash> ids;
   // Per container of the document: its frame id + 1 once read as a frame dict (0: not yet).
   std::vector<uint32_t> id_of_container(doc.container_count(), 0);
-  FrameKeys keys;
-  for (size_t e = 0; e < entries.size(); ++e) {
-    if (!entries[e].is_dict()) continue;
-    const Value* frames = doc.find(entries[e], "frames");
+  enum FrameField { kName, kFilename, kLine };
+  KeyNames keys{"name", "filename", "line"};
+  for (size_t e = 0; e < entry_frames.size(); ++e) {
+    const Value* frames = entry_frames[e];
     if (!frames || !frames->is_sequence()) continue;
     std::span<const Value> list = doc.items(*frames);
     out.entry_frames[e].reserve(list.size());
@@ -376,11 +391,11 @@ SnapshotFrames intern_frames(const Document& doc, std::span<const Value> entries
       const Value* line = nullptr;
       std::span<const Value> items = doc.items(frame);
       for (size_t i = 0; i + 1 < items.size(); i += 2) {
-        switch (keys.field(doc, items[i])) {
-          case FrameKeys::kName: name = &items[i + 1]; break;
-          case FrameKeys::kFilename: filename = &items[i + 1]; break;
-          case FrameKeys::kLine: line = &items[i + 1]; break;
-          case FrameKeys::kOther: break;
+        switch (keys.index(doc, items[i])) {
+          case kName: name = &items[i + 1]; break;
+          case kFilename: filename = &items[i + 1]; break;
+          case kLine: line = &items[i + 1]; break;
+          default: break;
         }
       }
       if (name && !name->is_string()) name = nullptr;
@@ -439,15 +454,19 @@ Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t siz
   if (const Value* traces = doc.find(root, "device_traces")) {
     std::span<const Value> devices = fields.list(*traces, "device_traces");
     snapshot.device_traces.resize(devices.size());
+    KeyNames keys = entry_keys();
     for (size_t d = 0; d < devices.size(); ++d) {
       const FieldReader device_fields(doc, Path{"device_traces", static_cast<int64_t>(d)});
       std::span<const Value> entries = device_fields.list(devices[d], "device_traces");
       std::vector<SnapshotTraceEntry>& out = snapshot.device_traces[d];
       out.reserve(entries.size());
+      const bool with_frames = static_cast<int64_t>(d) == read_options.frames_of_device;
+      std::vector<const Value*> frames(with_frames ? entries.size() : 0);
+      const Value* ignored = nullptr;
       for (size_t i = 0; i < entries.size(); ++i) {
-        out.push_back(parse_trace_entry(doc, entries[i], d, i));
+        out.push_back(parse_trace_entry(doc, entries[i], d, i, keys, with_frames ? &frames[i] : &ignored));
       }
-      if (static_cast<int64_t>(d) == read_options.frames_of_device) snapshot.frames = intern_frames(doc, entries);
+      if (with_frames) snapshot.frames = intern_frames(doc, frames);
     }
   }
   if (const Value* settings = doc.find(root, "allocator_settings")) {
