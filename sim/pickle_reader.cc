@@ -55,6 +55,16 @@ std::string describe_unsupported_opcode(uint8_t op) {
 }
 
 uint64_t read_le(const uint8_t* p, size_t n) {
+  // The widths opcodes use, as one load each (most opcodes read one of them).
+  if constexpr (std::endian::native == std::endian::little) {
+    switch (n) {
+      case 1: return p[0];
+      case 2: { uint16_t v; std::memcpy(&v, p, 2); return v; }
+      case 4: { uint32_t v; std::memcpy(&v, p, 4); return v; }
+      case 8: { uint64_t v; std::memcpy(&v, p, 8); return v; }
+      default: break;
+    }
+  }
   uint64_t value = 0;
   for (size_t i = 0; i < n; ++i) value |= uint64_t{p[i]} << (8 * i);
   return value;

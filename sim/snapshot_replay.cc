@@ -219,55 +219,72 @@ class AddressTraceBuilder {
  public:
   AddressTraceBuilder() { trace_.strings.emplace_back(); }
   uint32_t adopt(uint64_t address, bool pending) {
-    const uint32_t slot = new_slot(address);
+    const uint32_t slot = new_slot(address, 0);
     requested_.back() = pending;
     return slot;
   }
   void alloc(uint64_t address, uint64_t bytes, uint64_t stream) {
-    generation_[address] += 1;
-    trace_.events.push_back(Event{EventKind::Alloc, new_slot(address), 0, bytes, stream});
+    trace_.events.push_back(Event{EventKind::Alloc, new_slot(address, 1), 0, bytes, stream});
   }
   // The rules of TraceBuilder::free, free_requested and free_completed.
   bool free(uint64_t address) {
-    auto it = live_.find(address);
-    if (it == live_.end() || requested_[it->second]) return false;
-    trace_.events.push_back(Event{EventKind::Free, it->second, 0, 0, 0});
-    live_.erase(it);
+    Address* at = live(address);
+    if (!at || requested_[at->slot]) return false;
+    trace_.events.push_back(Event{EventKind::Free, at->slot, 0, 0, 0});
+    at->live = false;
     return true;
   }
   bool free_requested(uint64_t address) {
-    auto it = live_.find(address);
-    if (it == live_.end() || requested_[it->second]) return false;
-    trace_.events.push_back(Event{EventKind::FreeRequested, it->second, 0, 0, 0});
-    requested_[it->second] = 1;
+    Address* at = live(address);
+    if (!at || requested_[at->slot]) return false;
+    trace_.events.push_back(Event{EventKind::FreeRequested, at->slot, 0, 0, 0});
+    requested_[at->slot] = 1;
     return true;
   }
   bool free_completed(uint64_t address) {
-    auto it = live_.find(address);
-    if (it == live_.end() || !requested_[it->second]) return false;
-    requested_[it->second] = 0;
-    trace_.events.push_back(Event{EventKind::FreeCompleted, it->second, 0, 0, 0});
-    live_.erase(it);
+    Address* at = live(address);
+    if (!at || !requested_[at->slot]) return false;
+    requested_[at->slot] = 0;
+    trace_.events.push_back(Event{EventKind::FreeCompleted, at->slot, 0, 0, 0});
+    at->live = false;
     return true;
   }
   void empty_cache() { trace_.events.push_back(Event{EventKind::EmptyCache, 0, 0, 0, 0}); }
   Trace take() { return std::move(trace_); }
 
  private:
-  uint32_t new_slot(uint64_t address) {
-    const auto slot = static_cast<uint32_t>(trace_.slot_names.size());
-    std::string name = hex(address);
-    name += '.';
-    name += std::to_string(generation_[address]);
-    trace_.slot_names.push_back(std::move(name));
+  struct Address {
+    uint32_t slot = 0;        // its newest slot; an earlier one never freed is out of reach, as its id is
+    bool live = false;
+    uint64_t generation = 0;  // allocs seen at this address
+  };
+  Address* live(uint64_t address) {
+    auto it = addresses_.find(address);
+    return it != addresses_.end() && it->second.live ? &it->second : nullptr;
+  }
+  // A slot named "<hex address>.<generation>" after `allocs` more allocs at `address`.
+  uint32_t new_slot(uint64_t address, uint64_t allocs) {
+    Address& at = addresses_[address];
+    at.generation += allocs;
+    at.slot = static_cast<uint32_t>(trace_.slot_names.size());
+    at.live = true;
+    char name[48];
+    char* end = name + sizeof name;
+    char* p = end;
+    uint64_t generation = at.generation;
+    do *--p = static_cast<char>('0' + generation % 10); while ((generation /= 10) != 0);
+    *--p = '.';
+    uint64_t hex_digits = address;
+    do *--p = "0123456789abcdef"[hex_digits & 15]; while ((hex_digits >>= 4) != 0);
+    *--p = 'x';
+    *--p = '0';
+    trace_.slot_names.emplace_back(p, end);
     requested_.push_back(0);
-    live_[address] = slot;  // an earlier slot at this address (never freed) is out of reach, as its id is
-    return slot;
+    return at.slot;
   }
 
   Trace trace_;
-  std::unordered_map<uint64_t, uint32_t> live_;        // address -> its newest slot
-  std::unordered_map<uint64_t, uint64_t> generation_;  // address -> allocs seen there
+  std::unordered_map<uint64_t, Address> addresses_;
   std::vector<uint8_t> requested_;                     // per slot: free requested, not completed
 };
 
