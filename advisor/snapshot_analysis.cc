@@ -40,9 +40,10 @@ std::string between(const std::string& text, const std::string& before, const st
   return end == std::string::npos ? "" : text.substr(start, end - start);
 }
 
-const std::vector<uint32_t>& frames_of(const SnapshotFrameTable& frames, int64_t entry) {
-  static const std::vector<uint32_t> none;
-  return entry >= 0 && static_cast<size_t>(entry) < frames.entry_frames.size() ? frames.entry_frames[entry] : none;
+std::span<const uint32_t> frames_of(const SnapshotFrameTable& frames, int64_t entry) {
+  return entry >= 0 && static_cast<size_t>(entry) < frames.entry_frames.size()
+             ? frames.entry_frames[static_cast<size_t>(entry)]
+             : std::span<const uint32_t>();
 }
 
 void add(std::map<std::pair<std::string, std::string>, SiteBytes>& groups, const CallSite& where, uint64_t bytes) {
@@ -66,7 +67,7 @@ std::string call_site_text(const CallSite& where) {
 }
 
 CallSite call_site_of(const SnapshotFrameTable& frames, int64_t entry) {
-  const std::vector<uint32_t>& ids = frames_of(frames, entry);
+  const std::span<const uint32_t> ids = frames_of(frames, entry);
   CallSite where;
   const CallFrame* innermost_python = nullptr;
   for (uint32_t id : ids) {
@@ -118,7 +119,7 @@ CallSite call_site_of(const SnapshotFrameTable& frames, int64_t entry) {
 // backward() of torch. Model setup: module construction, reset_parameters or Module._apply
 // (.to/.cuda). Forward: any Python frame named forward.
 const char* frame_category(const SnapshotFrameTable& frames, int64_t entry) {
-  const std::vector<uint32_t>& ids = frames_of(frames, entry);
+  const std::span<const uint32_t> ids = frames_of(frames, entry);
   if (ids.empty()) return "unknown (no frames)";
   bool backward = false, setup = false, forward = false;
   for (uint32_t id : ids) {
@@ -180,7 +181,7 @@ class CallSiteIndex {
 
   // frame_category(frames, entry), from the flags of its frames.
   const char* category_of(int64_t entry) const {
-    const std::vector<uint32_t>& ids = frames_of(frames_, entry);
+    const std::span<const uint32_t> ids = frames_of(frames_, entry);
     if (ids.empty()) return "unknown (no frames)";
     uint8_t seen = 0;
     for (uint32_t id : ids) seen |= categories_[id];
@@ -193,7 +194,7 @@ class CallSiteIndex {
 
   // The id of `entry`'s call site (see site()).
   uint32_t id_of(int64_t entry) {
-    const std::vector<uint32_t>& ids = frames_of(frames_, entry);
+    const std::span<const uint32_t> ids = frames_of(frames_, entry);
     const uint64_t key = key_of(ids);
     auto [at, inserted] = ids_by_key_.try_emplace(key, static_cast<uint32_t>(sites_.size()));
     if (inserted) sites_.push_back(call_site_of(frames_, entry));
@@ -208,7 +209,7 @@ class CallSiteIndex {
 
   // Which frames decide the call site (the order of call_site_of's rules): kind in the top 4
   // bits, then one or two frame ids of 30 bits each.
-  uint64_t key_of(const std::vector<uint32_t>& ids) const {
+  uint64_t key_of(std::span<const uint32_t> ids) const {
     constexpr uint32_t kNone = (1u << 30) - 1;
     auto key = [](uint64_t kind, uint64_t first, uint64_t second = 0) { return kind << 60 | first << 30 | second; };
     uint32_t innermost_python = kNone;

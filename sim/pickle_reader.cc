@@ -165,8 +165,8 @@ void Document::fail(uint64_t offset, const std::string& key, const std::string& 
 }
 
 // The memo: Python's unpickler remembers every string and container, millions of them in a
-// big snapshot. Chunks double in size (1 Ki values, 2 Ki, ...), so the memo grows without
-// copying what it holds, small pickles stay cheap, and big chunks get huge pages.
+// big snapshot. One array (large ones get huge pages), doubled as it fills: a fetch, one per
+// shared frame of a stack trace, is a bounds check and a load.
 class Memo {
  public:
   // How many slots are filled: the index MEMOIZE uses, as in CPython's unpickler.
@@ -175,45 +175,23 @@ class Memo {
   uint64_t size() const { return size_; }
   const Value* find(uint64_t index) const {
     if (index >= size_) return nullptr;
-    const Value& slot = slot_at(index);
+    const Value& slot = slots_[index];
     return slot.kind() == Kind::Unset ? nullptr : &slot;
   }
   // Requires: `index` has been checked against the input size, as every slot up to it is
   // allocated.
   void put(uint64_t index, const Value& value) {
-    while (index >= capacity_) {
-      const size_t chunk_size = size_t{1} << (kFirstChunkBits + chunks_.size());
-      chunks_.emplace_back(chunk_size, Value{});  // Unset
-      capacity_ += chunk_size;
-    }
+    if (index >= slots_.size()) slots_.resize(std::max<uint64_t>({index + 1, 2 * slots_.size(), 1024}), Value{});
     if (index >= size_) size_ = index + 1;
-    Value& slot = slot_at(index);
+    Value& slot = slots_[index];
     if (slot.kind() == Kind::Unset) ++count_;
     slot = value;
   }
 
  private:
-  static constexpr int kFirstChunkBits = 10;
-  // Chunk k holds indices [2^b (2^k - 1), 2^b (2^(k+1) - 1)) where b = kFirstChunkBits.
-  static size_t chunk_of(uint64_t index) {
-    return static_cast<size_t>(std::bit_width((index >> kFirstChunkBits) + 1) - 1);
-  }
-  static uint64_t first_index_of(size_t chunk) {
-    return ((uint64_t{1} << chunk) - 1) << kFirstChunkBits;
-  }
-  const Value& slot_at(uint64_t index) const {
-    const size_t chunk = chunk_of(index);
-    return chunks_[chunk][index - first_index_of(chunk)];
-  }
-  Value& slot_at(uint64_t index) {
-    const size_t chunk = chunk_of(index);
-    return chunks_[chunk][index - first_index_of(chunk)];
-  }
-
-  std::vector<std::vector<Value, HugePageAllocator<Value>>> chunks_;
+  std::vector<Value, HugePageAllocator<Value>> slots_;  // Unset where nothing was stored
   uint64_t size_ = 0;
   uint64_t count_ = 0;
-  uint64_t capacity_ = 0;
 };
 
 // Runs the opcodes. Python's unpickler keeps the items pushed since the last MARK on a

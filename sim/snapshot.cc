@@ -366,7 +366,7 @@ struct FramePositionHash {
 // contribute nothing.
 SnapshotFrames intern_frames(const Document& doc, std::span<const Value* const> entry_frames) {
   SnapshotFrames out;
-  out.entry_frames.resize(entry_frames.size());
+  out.entry_frames.reserve(entry_frames.size());
   std::unordered_map<FramePosition, uint32_t, FramePositionHash> ids_by_position;
   std::unordered_map<FrameKey, uint32_t, FrameKeyHash> ids;
   // Per container of the document: its frame id + 1 once read as a frame dict (0: not yet).
@@ -374,15 +374,15 @@ SnapshotFrames intern_frames(const Document& doc, std::span<const Value* const> 
   enum FrameField { kName, kFilename, kLine };
   KeyNames keys{"name", "filename", "line"};
   for (size_t e = 0; e < entry_frames.size(); ++e) {
+    out.entry_frames.start_entry();
     const Value* frames = entry_frames[e];
     if (!frames || !frames->is_sequence()) continue;
     std::span<const Value> list = doc.items(*frames);
-    out.entry_frames[e].reserve(list.size());
     for (const Value& frame : list) {
       if (!frame.is_dict()) continue;
       uint32_t& cached = id_of_container[doc.container_index(frame)];
       if (cached != 0) {
-        out.entry_frames[e].push_back(cached - 1);
+        out.entry_frames.add(cached - 1);
         continue;
       }
       // One pass over the keys; a repeated key keeps its last value, as in Python.
@@ -412,7 +412,7 @@ SnapshotFrames intern_frames(const Document& doc, std::span<const Value* const> 
         known->second = at->second;
       }
       cached = known->second + 1;
-      out.entry_frames[e].push_back(known->second);
+      out.entry_frames.add(known->second);
     }
   }
   return out;
