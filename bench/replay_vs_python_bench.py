@@ -55,7 +55,7 @@ def compare(oomcast, path, label, rounds):
     python = json.loads(line)
     row = {
         "snapshot": label, "entries": python["entries"], "file_kib": round(os.path.getsize(path) / 1024),
-        "oomcast_user_s": round(o_user, 3), "python_user_s": round(p_user, 3), "user_speedup": ratio(p_user, o_user),
+        "oomcast_user_s": round(o_user, 4), "python_user_s": round(p_user, 4), "user_speedup": ratio(p_user, o_user),
         "oomcast_cpu_s": round(o_total, 3), "python_cpu_s": round(p_total, 3), "cpu_speedup": ratio(p_total, o_total),
         "oomcast_wall_s": round(o_wall, 3), "python_wall_s": round(p_wall, 3), "wall_speedup": ratio(p_wall, o_wall),
         "oomcast_attributed_call_sites": "by call site" in text, "rounds": rounds, "target_speedup": 5}
