@@ -210,6 +210,7 @@ class Parser {
     // Stack traces kept: a frame shared through the memo costs one 2-byte BINGET and one
     // item, so reserve one per 2 bytes.
     doc_.items_.reserve(options.skip_value_of_key.empty() ? size / 2 : size / 8);
+    stack_.reserve(1024);
   }
 
   Document run();
@@ -266,7 +267,8 @@ class Parser {
   void add_to(const Value& target, Kind target_kind, const Value* first, size_t count,
               size_t op_pos, const char* what);
   void memo_put(uint64_t index, size_t op_pos);
-  void memo_get(uint64_t index, size_t op_pos);
+  inline void memo_get(uint64_t index, size_t op_pos);
+  void memo_get_slow(uint64_t index, size_t op_pos);
   // Pushes a str or bytes value whose length comes first in `length_bytes` bytes.
   void push_text(Kind kind, size_t length_bytes, size_t op_pos, const char* what);
   void push_long(size_t n, uint8_t header, size_t op_pos);
@@ -348,6 +350,17 @@ void Parser::memo_put(uint64_t index, size_t op_pos) {
 }
 
 void Parser::memo_get(uint64_t index, size_t op_pos) {
+  // The common case first, without a call out of line: a stored value, room on the stack.
+  if (!skipping_context() && stack_.size() < stack_.capacity()) {
+    if (const Value* value = memo_.find(index)) {
+      stack_.push_back(*value);
+      return;
+    }
+  }
+  memo_get_slow(index, op_pos);
+}
+
+void Parser::memo_get_slow(uint64_t index, size_t op_pos) {
   if (skipping_context() && index < memo_.size()) {
     // Inside a skipped value (a stack trace, mostly shared frames fetched from the memo)
     // the value is dropped anyway; not reading it saves a cache miss per frame.
