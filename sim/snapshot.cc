@@ -195,25 +195,6 @@ SnapshotSegment parse_segment(const Document& doc, const Value& value, size_t in
   return segment;
 }
 
-SnapshotTraceEntry::Action parse_action(std::string_view action) {
-  using Action = SnapshotTraceEntry::Action;
-  if (action == "alloc") return Action::Alloc;
-  if (action == "free_requested") return Action::FreeRequested;
-  if (action == "free_completed") return Action::FreeCompleted;
-  if (action == "segment_alloc") return Action::SegmentAlloc;
-  if (action == "segment_free") return Action::SegmentFree;
-  if (action == "segment_map") return Action::SegmentMap;
-  if (action == "segment_unmap") return Action::SegmentUnmap;
-  if (action == "oom") return Action::Oom;
-  if (action == "snapshot") return Action::Snapshot;
-  return Action::Other;
-}
-
-// Actions that change no block: user_defined (torch.cuda.memory._record_memory_history's
-// user markers) and annotate. Any other action is one oomcast does not know; it may allocate
-// or free, so dropping it would replay a different run: refused (sim/snapshot_test.cc).
-bool is_marker_action(std::string_view action) { return action == "user_defined" || action == "annotate"; }
-
 // Which of a few names a dict key is (its index in `names`, -1 for another key or a key
 // that is not a str), decided once per distinct key string: the pickler memoises keys, so
 // every later copy of a key is fetched with the offset of its first.
@@ -247,10 +228,18 @@ class KeyNames {
 // The keys of a trace entry that parse_trace_entry reads.
 enum EntryKey { kAction, kAddr, kSize, kStream, kTimeUs, kDeviceFree, kFrames };
 KeyNames entry_keys() { return KeyNames{"action", "addr", "size", "stream", "time_us", "device_free", "frames"}; }
+// The actions oomcast knows, in SnapshotTraceEntry::Action's order, then the markers.
+// Actions that change no block: user_defined (torch.cuda.memory._record_memory_history's
+// user markers) and annotate. Any other action is one oomcast does not know; it may allocate
+// or free, so dropping it would replay a different run: refused (sim/snapshot_test.cc).
+KeyNames action_names() {
+  return KeyNames{"alloc",         "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
+                  "segment_unmap", "oom",            "snapshot",       "user_defined",  "annotate"};
+}
 
 // `frames` receives the entry's "frames" value (nullptr when it has none).
 SnapshotTraceEntry parse_trace_entry(const Document& doc, const Value& value, size_t device,
-                                     size_t index, KeyNames& keys, const Value** frames) {
+                                     size_t index, KeyNames& keys, KeyNames& actions, const Value** frames) {
   using Action = SnapshotTraceEntry::Action;
   const Path path{"device_traces", static_cast<int64_t>(device), "", static_cast<int64_t>(index)};
   const auto event = static_cast<int64_t>(index);
@@ -278,8 +267,13 @@ SnapshotTraceEntry parse_trace_entry(const Document& doc, const Value& value, si
   }
   if (!action) fields.missing(dict, "action");
   const std::string_view action_name = fields.string(*action, "action");
-  entry.action = parse_action(action_name);
-  if (entry.action == Action::Other && !is_marker_action(action_name)) {
+  // The action strings are memoised too: each distinct one is compared once.
+  static constexpr Action kActions[] = {Action::Alloc,        Action::FreeRequested, Action::FreeCompleted,
+                                        Action::SegmentAlloc, Action::SegmentFree,   Action::SegmentMap,
+                                        Action::SegmentUnmap, Action::Oom,           Action::Snapshot};
+  const int action_index = actions.index(doc, *action);
+  entry.action = action_index >= 0 && action_index < 9 ? kActions[action_index] : Action::Other;
+  if (entry.action == Action::Other && action_index < 0) {
     fields.fail(*action, "action",
                 "unknown trace action '" + std::string(action_name) + "' (known: alloc, free_requested, "
                 "free_completed, segment_alloc, segment_free, segment_map, segment_unmap, oom, snapshot, "
@@ -455,6 +449,7 @@ Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t siz
     std::span<const Value> devices = fields.list(*traces, "device_traces");
     snapshot.device_traces.resize(devices.size());
     KeyNames keys = entry_keys();
+    KeyNames actions = action_names();
     for (size_t d = 0; d < devices.size(); ++d) {
       const FieldReader device_fields(doc, Path{"device_traces", static_cast<int64_t>(d)});
       std::span<const Value> entries = device_fields.list(devices[d], "device_traces");
@@ -464,7 +459,7 @@ Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t siz
       std::vector<const Value*> frames(with_frames ? entries.size() : 0);
       const Value* ignored = nullptr;
       for (size_t i = 0; i < entries.size(); ++i) {
-        out.push_back(parse_trace_entry(doc, entries[i], d, i, keys, with_frames ? &frames[i] : &ignored));
+        out.push_back(parse_trace_entry(doc, entries[i], d, i, keys, actions, with_frames ? &frames[i] : &ignored));
       }
       if (with_frames) snapshot.frames = intern_frames(doc, frames);
     }
