@@ -111,7 +111,8 @@ Block* CachingAllocator::get_free_block(BlockPool& pool, uint64_t stream, uint64
   }
   uint64_t max_split = config_.max_split_size;
   if (size < max_split && block->size >= max_split) return nullptr;
-  uint64_t tolerance = release_facts_->conf_max_non_split_rounding_mb ? config_.max_non_split_rounding_size : kLargeBuffer;
+  const uint64_t tolerance =
+      release_facts_->conf_max_non_split_rounding_mb ? config_.max_non_split_rounding_size : kLargeBuffer;
   if (size >= max_split && block->size >= size + tolerance) return nullptr;
   pool.erase(block);
   return block;

@@ -55,7 +55,7 @@ std::string current_oom_message(const OomFigures& f) {
   text += "Of the allocated memory " + format_size(allocated) + " is allocated by PyTorch, ";
   if (in_private_pools > 0) text += "with " + format_size(in_private_pools) + " allocated in private pools (e.g., CUDA Graphs), ";
   text += "and " + format_size(unallocated) + " is reserved by PyTorch but unallocated.";
-  bool hint = !(f.expandable_segments && release.oom_text_no_hint_when_expandable);
+  const bool hint = !(f.expandable_segments && release.oom_text_no_hint_when_expandable);
   if (hint)
     text += " If reserved but unallocated memory is large try setting "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
