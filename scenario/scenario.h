@@ -82,6 +82,8 @@ struct OptimizerConfig {
   // register_post_accumulate_grad_hook tutorial): one optimizer per parameter, stepped in the
   // parameter's post-accumulate-grad hook, which then sets .grad = None.
   bool in_backward = false;
+  // `compile: {scope: [..., optimizer]}`: optimizer.step runs compiled, its temporaries fused away.
+  bool compiled_step = false;
 };
 
 // The training loss over the logits (`loss:` section).

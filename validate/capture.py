@@ -405,6 +405,10 @@ def run(cfg, hook, log, prepare_model=None):
         opt = OptimizerInBackward(torch, model.parameters(), opt_cfg)
     else:
         opt = make_optimizer(torch, model.parameters(), opt_cfg)
+        if family == "graph" and cfg.get("compile"):  # graph_models was imported above
+            if "optimizer" in graph_models.compile_scopes(cfg["compile"]):
+                # compile scope optimizer: optimizer.step wrapped in torch.compile, as recipes write it
+                opt.step = graph_models.compiled(opt.step, cfg["compile"])
     nparams = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
