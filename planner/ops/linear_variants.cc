@@ -45,7 +45,8 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 bool four_bit(WeightFormat format) { return format == WeightFormat::Nf4 || format == WeightFormat::Fp4; }
 
 // Rewrites a registered weight's storage into its quantized form and registers the
-// quantization state as buffers of the module (once per weight).
+// quantization state as buffers of the module (once per weight); `module` is the linear's leaf
+// name (the builder qualifies buffer names).
 void quantize_weight(GraphBuilder& g, const std::string& module, TensorId weight, int64_t out_features) {
   const WeightsConfig& weights = g.context().job->weights;
   TensorDesc& desc = g.mutable_tensor(weight);
@@ -91,7 +92,7 @@ TensorId quantized_linear_op(GraphBuilder& g, const std::string& name, TensorId 
   // bnb_4bit_compute_dtype (the non-quantized parameters' dtype); torchao: the input's dtype.
   const DType compute = torchao ? input_dtype : four ? weights_parameter_dtype(weights, g.precision().parameter_dtype)
                                                      : DType::Float16;
-  quantize_weight(g, g.qualified(name), weight, out_features);
+  quantize_weight(g, name, weight, out_features);
   const auto rows = g.tensor(x).numel / static_cast<uint64_t>(in_features);
   const uint64_t numel = static_cast<uint64_t>(in_features) * static_cast<uint64_t>(out_features);
   TensorId x_compute = g.cast(x, compute, name + ".input_cast");
