@@ -92,8 +92,24 @@ void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleW
       if (warmup > 0) writer->free(writer->alloc(writer->intern("from_pretrained.allocator_warmup"), warmup, TensorCategory::Temporary));
     }
     const std::vector<size_t> order = hf_load ? checkpoint_order(graph) : std::vector<size_t>{};
+    // PEFT's prepare_model_for_kbit_training, called on the loaded model before get_peft_model
+    // adds the adapters: each 16-bit parameter that is not quantized becomes fp32
+    // (param.data = param.data.to(torch.float32), one at a time), then torch.cuda.empty_cache().
+    const bool prepare_kbit = scenario.job.training.prepare_kbit && scenario.job.weights.quantized();
+    std::vector<std::pair<TensorId, uint32_t>> loaded_16bit;
+    auto prepare_for_kbit_training = [&] {
+      if (!prepare_kbit) return;
+      for (const auto& [parameter, slot] : loaded_16bit) {
+        writer->alloc(writer->intern(graph.names[graph.tensors[parameter].name] + ".fp32"), graph.tensors[parameter].bytes(),
+                      TensorCategory::Parameter);
+        writer->free(slot);
+      }
+      loaded_16bit.clear();
+      writer->empty_cache();
+    };
     for (size_t position = 0; position < graph.parameters.size(); ++position) {
       const size_t i = hf_load ? order[position] : position;
+      if (i == graph.first_adapter_parameter) prepare_for_kbit_training();
       allocate_temporaries_at(i);
       if (i == graph.first_adapter_parameter && !temporaries.empty()) {
         // PEFT adds the adapters to a built model: its buffers exist, its temporaries are gone.
@@ -118,12 +134,18 @@ void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleW
       auto found = quantized_index.find(graph.parameters[i]);
       if (found != quantized_index.end()) {
         quantize_on_device(scenario.job.weights, graph, quantized[found->second], load_dtype, writer);
+      } else if (prepare_kbit && i < graph.first_adapter_parameter && graph.tensors[graph.parameters[i]].dtype == DType::Float32) {
+        // Loaded in the compute dtype; converted by prepare_for_kbit_training.
+        const TensorDesc& desc = graph.tensors[graph.parameters[i]];
+        loaded_16bit.emplace_back(graph.parameters[i], writer->alloc(writer->intern(graph.names[desc.name]),
+                                                                     desc.numel * dtype_bytes(load_dtype), TensorCategory::Parameter));
       } else {
         allocate(graph.parameters[i], TensorCategory::Parameter);
       }
       for (auto slot = init_work.rbegin(); slot != init_work.rend(); ++slot) writer->free(*slot);
     }
     allocate_temporaries_at(graph.parameters.size());
+    prepare_for_kbit_training();  // no adapters
   }
   if (!buffers_allocated) {
     for (TensorId buffer : graph.buffers) {

@@ -161,3 +161,31 @@ TEST_CASE("a torchao NF4 linear rebuilds its weight through int64 code indices i
   CHECK(q_proj->backward_transients.size() == q_proj->forward_transients.size());
   CHECK(q_proj->saved.empty());
 }
+
+TEST_CASE("prepare_model_for_kbit_training casts the unquantized parameters to fp32 before the adapters exist",
+          "[planner][weights][loading]") {
+  Scenario s = qlora_scenario(QuantLibrary::Bitsandbytes);
+  s.job.training.prepare_kbit = true;
+  PlannedTrace planned = plan_steps(s);
+  const auto allocations = setup_allocations(planned);
+  // llama-tiny's embedding [256, 64]: loaded in bf16, then an fp32 copy replaces it.
+  const size_t loaded = position_of(allocations, "model.embed_tokens.weight");
+  const size_t cast = position_of(allocations, "model.embed_tokens.weight.fp32");
+  CHECK(allocations[loaded].second == 256 * 64 * 2);
+  CHECK(allocations[cast].second == 256 * 64 * 4);
+  CHECK(cast < position_of(allocations, "model.layers.0.self_attn.q_proj.lora_A.default.weight"));
+  // The 4-bit weights stay packed.
+  CHECK(position_of(allocations, "model.layers.0.self_attn.q_proj.weight") < cast);
+}
+
+TEST_CASE("after prepare_model_for_kbit_training the model runs in fp32 around bf16 4-bit matmuls", "[planner][weights]") {
+  Scenario s = qlora_scenario(QuantLibrary::Bitsandbytes);
+  s.job.training.prepare_kbit = true;
+  LayerGraph graph = build(s);
+  for (const OpNode& op : graph.ops) {
+    if (graph.names[op.name] != "model.layers.0.self_attn.q_proj") continue;
+    CHECK(graph.tensors[op.inputs[0]].dtype == DType::BFloat16);   // x.to(compute_dtype)
+    CHECK(graph.tensors[op.outputs[0]].dtype == DType::BFloat16);
+  }
+  CHECK(graph.tensors[graph.parameters[0]].dtype == DType::Float32);  // the embedding
+}

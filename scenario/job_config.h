@@ -72,6 +72,9 @@ struct TrainableConfig {
   // checkpointing runs with frozen parameters, as HF/PEFT do), 0 off, 1 on.
   int input_require_grads = -1;
   bool master_weights = true;              // pure_bf16: fp32 master copies in the optimizer
+  // PEFT's prepare_model_for_kbit_training on a quantized model: every parameter that is not
+  // quantized (embeddings, norms, lm_head) cast from 16 bits to fp32 after loading.
+  bool prepare_kbit = false;
   bool any_frozen() const { return kind != TrainableKind::All || !freeze.empty() || lora.enabled || ia3.enabled; }
 };
 

@@ -228,7 +228,7 @@ TrainableConfig read_training(const YamlNode& node, const Scenario& scenario, st
   if (!node.child("lora").is_missing()) {
     node.child("lora").fail("'training.lora': LoRA goes under 'training.trainable', as in training: {trainable: {lora: {r: 16, ...}}}");
   }
-  node.reject_unknown_keys({"trainable", "freeze", "input_require_grads", "master_weights"});
+  node.reject_unknown_keys({"trainable", "freeze", "input_require_grads", "master_weights", "prepare_model_for_kbit_training"});
   YamlNode trainable = node.child("trainable");
   if (trainable.is_scalar()) {
     std::string word = trainable.as_string();
@@ -281,6 +281,8 @@ TrainableConfig read_training(const YamlNode& node, const Scenario& scenario, st
   if (!freeze.is_missing()) config.freeze = string_list(freeze);
   YamlNode input_grads = node.child("input_require_grads");
   if (!input_grads.is_missing()) config.input_require_grads = input_grads.as_bool() ? 1 : 0;
+  YamlNode prepare = node.child("prepare_model_for_kbit_training");
+  if (!prepare.is_missing()) config.prepare_kbit = prepare.as_bool();
   YamlNode master = node.child("master_weights");
   if (!master.is_missing()) {
     config.master_weights = master.as_bool();
@@ -394,6 +396,13 @@ void read_job_sections(const YamlNode& root, Scenario& scenario) {
   }
   if (scenario.parallel.engine != ParallelEngine::None && !training_job) {
     root.child("parallel").fail("'parallel' with job " + std::string(job_kind_name(config.job.kind)) + " is not modelled");
+  }
+  if (config.training.prepare_kbit &&
+      (!config.weights.quantized() || config.weights.library == QuantLibrary::Torchao || scenario.precision == Precision::PureBf16)) {
+    // PEFT casts the 16-bit parameters of a bitsandbytes-loaded model (Params4bit / Int8Params
+    // stay); it skips torchao-quantized models.
+    root.child("training").child("prepare_model_for_kbit_training").fail(
+        "'prepare_model_for_kbit_training' applies to bitsandbytes-quantized 'weights' (int8, nf4, fp4) with fp32 or amp precision");
   }
   if (config.weights.library == QuantLibrary::Torchao && config.loading.method != LoadMethod::OnDevice) {
     // torchtune builds the model on the device and loads its checkpoint into it (on_device).

@@ -142,5 +142,10 @@ TEST_CASE("torchao's QLoRA is built on the device: from_pretrained is refused", 
              Catch::Contains("must be on_device"));
 }
 
+TEST_CASE("prepare_model_for_kbit_training applies to bitsandbytes weights only", "[scenario][jobs]") {
+  CHECK(load("weights: nf4\ndevice: a100-80gb\ntraining: {prepare_model_for_kbit_training: true}\n").job.training.prepare_kbit);
+  CHECK_THAT(load_error("training: {prepare_model_for_kbit_training: true}\n"), Catch::Contains("bitsandbytes-quantized"));
+}
+
 }  // namespace
 }  // namespace oomcast::scenario
