@@ -87,7 +87,9 @@ void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleW
     // Hugging Face's from_pretrained (with a device_map) on a GPU: the allocator warm-up, then
     // the checkpoint's tensors in its key order.
     const bool hf_load = scenario.job.loading.method == LoadMethod::FromPretrained && !scenario.device.is_cpu;
-    if (hf_load) {
+    const auto release = scenario.model.dims.find("transformers_version");
+    const bool warms_up = release == scenario.model.dims.end() || release->second >= 450;  // added in 4.50
+    if (hf_load && warms_up) {
       const uint64_t warmup = from_pretrained_warmup_bytes(scenario, graph, quantized);
       if (warmup > 0) writer->free(writer->alloc(writer->intern("from_pretrained.allocator_warmup"), warmup, TensorCategory::Temporary));
     }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "planner/families/families.h"
 #include "planner/jobs/training_job.h"
 #include "planner/model_setup.h"
 #include "planner/quantized_loading.h"

@@ -196,7 +196,7 @@ TEST_CASE("torchao NF4 storage of a 4096x4096 bf16 weight matches the hand-worke
   // 256 scalers, the bf16 mean and the 16-entry bf16 table (torchao 0.19 nf4_tensor.py).
   WeightsConfig nf4;
   nf4.format = WeightFormat::Nf4;
-  nf4.library = scenario::QuantLibrary::Torchao;
+  nf4.library = oomcast::scenario::QuantLibrary::Torchao;
   ops::QuantizedStorage storage = ops::quantized_storage(nf4, 4096ull * 4096ull, 4096);
   CHECK(storage.weight_bytes == 8388608);
   CHECK(storage.state_bytes == 262144 + 1024 * 2 + 2 + 32);
