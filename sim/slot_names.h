@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace oomcast::sim {
@@ -24,6 +25,11 @@ class SlotNames {
 
   // A slot whose id is `id`, one piece of its own.
   void push_back(std::string id) { parts_.push_back(Parts{add_piece(std::move(id)), 0}); }
+  // A slot whose id is a string built from `args` (as std::string's constructor takes them).
+  template <typename... Args>
+  void emplace_back(Args&&... args) {
+    push_back(std::string(std::forward<Args>(args)...));
+  }
   // A slot whose id is piece `prefix` followed by piece `name` (from add_piece).
   void push_back(uint32_t prefix, uint32_t name) { parts_.push_back(Parts{prefix, name}); }
   // Appends a piece (not deduplicated: a writer that reuses pieces keeps their indices).
@@ -42,6 +48,27 @@ class SlotNames {
   const std::array<uint32_t, 2>& parts(size_t slot) const { return parts_[slot]; }
   const std::string& piece(uint32_t index) const { return pieces_[index]; }
   size_t piece_count() const { return pieces_.size(); }
+
+  // The ids in slot order, each built as it is read (`for (const std::string& id : names)`).
+  class const_iterator {
+   public:
+    using value_type = std::string;
+    using difference_type = std::ptrdiff_t;
+    const_iterator(const SlotNames* names, size_t slot) : names_(names), slot_(slot) {}
+    std::string operator*() const { return (*names_)[slot_]; }
+    const_iterator& operator++() {
+      ++slot_;
+      return *this;
+    }
+    bool operator==(const const_iterator& other) const { return slot_ == other.slot_; }
+    bool operator!=(const const_iterator& other) const { return slot_ != other.slot_; }
+
+   private:
+    const SlotNames* names_;
+    size_t slot_;
+  };
+  const_iterator begin() const { return const_iterator(this, 0); }
+  const_iterator end() const { return const_iterator(this, parts_.size()); }
 
  private:
   using Parts = std::array<uint32_t, 2>;

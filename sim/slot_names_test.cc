@@ -27,5 +27,15 @@ TEST_CASE("a slot named by one whole id reads it back unchanged, and a resized s
   CHECK(names.size() == 3);
 }
 
+TEST_CASE("the ids read in slot order when iterated, and an id can be built from a character range") {
+  SlotNames names;
+  const std::string text = "a.b";
+  names.emplace_back(text.data(), text.data() + 1);
+  names.push_back(names.add_piece("p/"), names.add_piece("b"));
+  std::vector<std::string> read;
+  for (const std::string& id : names) read.push_back(id);
+  CHECK(read == std::vector<std::string>{"a", "p/b"});
+}
+
 }  // namespace
 }  // namespace oomcast::sim
