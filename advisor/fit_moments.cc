@@ -23,11 +23,18 @@ AllocatedSeries replay_allocated_series(const Scenario& scenario, const PlannedT
   AllocatedSeries series;
   series.allocated.assign(planned.trace.events.size(), 0);
   series.identity.reserve(planned.trace.events.size());
-  std::vector<uint64_t> slot_hash;
-  slot_hash.reserve(planned.trace.slot_names.size());
-  for (const std::string& name : planned.trace.slot_names) slot_hash.push_back(std::hash<std::string>{}(name));
+  // A slot's name is two pieces (sim/slot_names.h): each piece's text is hashed once, and a
+  // slot's hash combines its two.
+  const sim::SlotNames& names = planned.trace.slot_names;
+  std::vector<uint64_t> piece_hash(names.piece_count());
+  for (uint32_t piece = 0; piece < piece_hash.size(); ++piece) piece_hash[piece] = std::hash<std::string>{}(names.piece(piece));
+  auto slot_hash = [&](uint32_t slot) -> uint64_t {
+    if (slot >= names.size()) return 0;
+    const auto& parts = names.parts(slot);
+    return piece_hash[parts[0]] * 0x9e3779b97f4a7c15ULL + piece_hash[parts[1]];
+  };
   for (const sim::Event& event : planned.trace.events) {
-    const uint64_t name = event.slot < slot_hash.size() ? slot_hash[event.slot] : 0;
+    const uint64_t name = slot_hash(event.slot);
     series.identity.push_back(name * 31 + static_cast<uint64_t>(event.kind));
   }
   sim::ReplayOptions options;

@@ -73,11 +73,22 @@ void ScheduleWriter::graph_release(const std::string& graph) {
   push(sim::Event{sim::EventKind::GraphRelease, 0, trace_string(graph), 0, 0});
 }
 
+void ScheduleWriter::set_slot_prefix(const std::string& prefix) {
+  if (prefix.empty()) {
+    slot_prefix_ = 0;
+    return;
+  }
+  auto [it, inserted] = prefix_piece_.emplace(prefix, 0);
+  if (inserted) it->second = out_->trace.slot_names.add_piece(prefix);
+  slot_prefix_ = it->second;
+}
+
 uint32_t ScheduleWriter::alloc(uint32_t tensor_name, uint64_t bytes, TensorCategory category) {
   auto slot = static_cast<uint32_t>(out_->trace.slot_names.size());
-  std::string id = slot_prefix_;
-  id += out_->names[tensor_name];
-  out_->trace.slot_names.push_back(std::move(id));
+  if (tensor_name >= name_piece_.size()) name_piece_.resize(out_->names.size() > tensor_name ? out_->names.size() : tensor_name + 1, 0);
+  uint32_t& piece = name_piece_[tensor_name];
+  if (piece == 0 && !out_->names[tensor_name].empty()) piece = out_->trace.slot_names.add_piece(out_->names[tensor_name]);
+  out_->trace.slot_names.push_back(slot_prefix_, piece);
   slot_tensor_.push_back(tensor_name);
   slot_category_.push_back(category);
   slot_live_.push_back(1);

@@ -1,6 +1,6 @@
 // ScheduleWriter: appends alloc/free/mark events to a PlannedTrace with their EventInfo,
-// giving every allocation a unique slot name without per-event formatting (an interned
-// prefix per micro-batch plus the interned tensor name).
+// giving every allocation a unique slot name without per-event formatting or strings: a slot's
+// name is two pieces of the trace's SlotNames, the micro-batch prefix and the tensor name.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ class ScheduleWriter {
   // Starts a phase: emits the mark "iter<i>/<phase>" (or the label as given when `raw`).
   void begin_phase(const std::string& label);
   // Prefix that keeps slot names unique across micro-batches ("i1.m0/").
-  void set_slot_prefix(const std::string& prefix) { slot_prefix_ = prefix; }
+  void set_slot_prefix(const std::string& prefix);
   void set_op(uint32_t op) { op_ = op; }
 
   // The stream later allocations are made on (0, the default stream, unless set).
@@ -67,7 +67,9 @@ class ScheduleWriter {
   PlannedTrace* out_;
   std::unordered_map<std::string, uint32_t> name_index_;
   std::unordered_map<std::string, uint32_t> mark_index_;
-  std::string slot_prefix_;
+  uint32_t slot_prefix_ = 0;                      // piece of the trace's slot names
+  std::unordered_map<std::string, uint32_t> prefix_piece_;
+  std::vector<uint32_t> name_piece_;              // names index -> slot-name piece (0: none yet)
   std::vector<uint32_t> slot_tensor_;
   std::vector<TensorCategory> slot_category_;
   std::vector<uint8_t> slot_live_;

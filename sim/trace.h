@@ -11,6 +11,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "sim/slot_names.h"
+
 namespace oomcast::sim {
 
 using Bytes = uint64_t;
@@ -62,7 +64,7 @@ enum MemPoolOptions : uint32_t {
 // A trace plus the names behind its dense indices. Build one with TraceBuilder.
 struct Trace {
   std::vector<Event> events;
-  std::vector<std::string> slot_names;  // slot -> the id as written in the trace file
+  SlotNames slot_names;                 // slot -> the id as written in the trace file
   std::vector<std::string> strings;     // tag -> text; strings[0] is ""
   std::vector<int64_t> source_lines;    // event -> 1-based line in its file (may be empty)
   std::string source_name;              // the file it was read from, for errors ("" if built in memory)
