@@ -144,7 +144,12 @@ oomcast_cli_test(hostile_torch_version_from_the_future 2 "'allocator.torch_versi
                  plan ${small} --set allocator.torch_version=99.0)
 oomcast_cli_test(hostile_replay_torch_version_from_the_future 2 "--torch-version: '2.99' is newer"
                  replay tests/data/cli/oom.trace --torch-version 2.99)
-oomcast_cli_test(hostile_sweep_zero_jobs 2 "--jobs" sweep ${small} --grid "batch_size=1,2" --jobs 0)
+oomcast_cli_test(hostile_sweep_zero_jobs 2 "^error: --jobs: must be a count of at least 1 \\(threads\\); got '0'"
+                 sweep ${small} --grid "batch_size=1,2" --jobs 0)
+oomcast_cli_test(hostile_search_negative_jobs 2 "^error: --jobs: must be a count of at least 1 .*got '-1'"
+                 search ${small} --jobs -1)
+oomcast_cli_test(hostile_whatif_jobs_not_a_number 2 "^error: --jobs: must be a count of at least 1 .*got 'x'"
+                 whatif ${small} --jobs x)
 oomcast_cli_test(paged_adamw_8bit_plans_as_adamw8bit 0 "adamw8bit" plan ${small} --set optimizer=paged_adamw_8bit)
 # A refusal (here a tensor beyond any device) ends a search as a limit, never as "does not fit".
 oomcast_cli_test(hostile_search_reports_a_refusal_as_a_limit 0
