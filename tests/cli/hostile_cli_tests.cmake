@@ -116,6 +116,9 @@ oomcast_cli_copy_test(replay_html_over_its_snapshot tests/data/hfblog_linear_10k
                       replay ${copies}/snap.pickle.gz --html ${copies}/snap.pickle.gz)
 oomcast_cli_copy_test(replay_html_over_its_trace tests/data/cli/oom.trace ${copies}/x.trace 2
                       "--html .*x.trace would overwrite the input file" replay ${copies}/x.trace --html ${copies}/x.trace)
+oomcast_cli_copy_test(doctor_html_over_its_snapshot tests/data/hfblog_linear_10k_50k_grad.pickle.gz
+                      ${copies}/doc.pickle.gz 2 "--html .*doc.pickle.gz would overwrite the input file"
+                      doctor ${copies}/doc.pickle.gz --html ${copies}/doc.pickle.gz)
 oomcast_cli_copy_test(whatif_html_over_its_scenario scenarios/gpt2-tiny-cpu.yaml ${copies}/s.yaml 2
                       "--html .*s.yaml would overwrite the input file" whatif ${copies}/s.yaml --html ${copies}/s.yaml)
 oomcast_cli_copy_test(export_graph_over_its_scenario scenarios/gpt2-tiny-cpu.yaml ${copies}/e.yaml 2
