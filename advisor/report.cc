@@ -16,6 +16,7 @@
 #include "advisor/parallel_report.h"
 #include "advisor/step_time_report.h"
 #include "advisor/terminal_timeline.h"
+#include "scenario/job_config_loader.h"
 #include "scenario/model_families.h"
 #include "scenario/scenario_loader.h"
 
@@ -106,6 +107,17 @@ std::string header(const Prediction& prediction) {
                                 trained.lora.autocast_adapter_dtype ? "fp32" : "base-dtype");
     }
     if (trained.ia3.enabled) techniques += ", IA3";
+    const scenario::WeightsConfig& weights = s.job.weights;
+    if (weights.quantized()) {
+      // How the quantized base is made during setup (planner/quantized_loading.h).
+      techniques += fmt::format(", {} base ({}{})", scenario::weight_format_name(weights.format),
+                                weights.library == scenario::QuantLibrary::Torchao ? "torchao, to_nf4 on the device"
+                                                                                   : "bitsandbytes, quantized on the device",
+                                trained.prepare_kbit ? "; other parameters fp32" : "");
+    }
+    if (s.optimizer.type == scenario::OptimizerType::AnyPrecisionAdamW && s.optimizer.kahan_summation) {
+      techniques += ", Kahan summation";
+    }
     if (s.loss.chunks > 1) techniques += fmt::format(", loss in {} chunks", s.loss.chunks);
     if (s.activation_offloading.enabled) {
       techniques += fmt::format(", activations offloaded ({}, {:.1f} MiB host {})",

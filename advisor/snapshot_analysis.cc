@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "advisor/byte_text.h"
-#include "advisor/timeline_recorder.h"
 
 namespace oomcast::advisor {
 namespace {
@@ -40,9 +40,10 @@ std::string between(const std::string& text, const std::string& before, const st
   return end == std::string::npos ? "" : text.substr(start, end - start);
 }
 
-const std::vector<uint32_t>& frames_of(const SnapshotFrameTable& frames, int64_t entry) {
-  static const std::vector<uint32_t> none;
-  return entry >= 0 && static_cast<size_t>(entry) < frames.entry_frames.size() ? frames.entry_frames[entry] : none;
+std::span<const uint32_t> frames_of(const SnapshotFrameTable& frames, int64_t entry) {
+  return entry >= 0 && static_cast<size_t>(entry) < frames.entry_frames.size()
+             ? frames.entry_frames[static_cast<size_t>(entry)]
+             : std::span<const uint32_t>();
 }
 
 void add(std::map<std::pair<std::string, std::string>, SiteBytes>& groups, const CallSite& where, uint64_t bytes) {
@@ -66,7 +67,7 @@ std::string call_site_text(const CallSite& where) {
 }
 
 CallSite call_site_of(const SnapshotFrameTable& frames, int64_t entry) {
-  const std::vector<uint32_t>& ids = frames_of(frames, entry);
+  const std::span<const uint32_t> ids = frames_of(frames, entry);
   CallSite where;
   const CallFrame* innermost_python = nullptr;
   for (uint32_t id : ids) {
@@ -118,7 +119,7 @@ CallSite call_site_of(const SnapshotFrameTable& frames, int64_t entry) {
 // backward() of torch. Model setup: module construction, reset_parameters or Module._apply
 // (.to/.cuda). Forward: any Python frame named forward.
 const char* frame_category(const SnapshotFrameTable& frames, int64_t entry) {
-  const std::vector<uint32_t>& ids = frames_of(frames, entry);
+  const std::span<const uint32_t> ids = frames_of(frames, entry);
   if (ids.empty()) return "unknown (no frames)";
   bool backward = false, setup = false, forward = false;
   for (uint32_t id : ids) {
@@ -141,9 +142,122 @@ const char* frame_category(const SnapshotFrameTable& frames, int64_t entry) {
   return "other";
 }
 
+namespace {
+
+// call_site_of() for many entries: an entry's call site depends only on a few of its frames
+// (the user's, the innermost Python one, or the first native frame that names an autograd
+// node, an aten op or a tool), so it is computed once per distinct choice of those frames and
+// each entry costs a scan of its frame ids against flags computed once per distinct frame.
+class CallSiteIndex {
+ public:
+  explicit CallSiteIndex(const SnapshotFrameTable& frames) : frames_(frames) {
+    flags_.reserve(frames.frames.size());
+    for (const CallFrame& frame : frames.frames) {
+      uint8_t flags = 0;
+      if (frame.is_python()) flags |= kPython;
+      if (is_library_file(frame.filename)) flags |= kLibrary;
+      if (!between(frame.name, "torch::autograd::generated::", "::apply").empty()) flags |= kAutogradNode;
+      if (!between(frame.name, "at::_ops::", "::").empty()) flags |= kAtenOp;
+      const std::string& file = frame.filename;
+      if (file.empty() || file == "??" || file.ends_with(".cpp") || file.ends_with(".cc") || file.ends_with(".h") ||
+          file.ends_with(".cu") || file.ends_with(".o") || file.ends_with(".so"))
+        flags |= kNative;
+      flags_.push_back(flags);
+      // frame_category's rules, per frame.
+      uint8_t category = 0;
+      if (frame.is_python()) {
+        if (file.find("/optim/") != std::string::npos ||
+            (frame.name == "step" && short_path(file, 1).find("optim") != std::string::npos))
+          category |= kOptimizer;
+        if (frame.name == "backward" && is_library_file(file)) category |= kBackward;
+        if (frame.name == "__init__" || frame.name == "reset_parameters" || frame.name == "_apply") category |= kSetup;
+        if (frame.name == "forward") category |= kForward;
+      } else if (frame.name.find("torch::autograd::Engine::") != std::string::npos) {
+        category |= kBackward;
+      }
+      categories_.push_back(category);
+    }
+  }
+
+  // frame_category(frames, entry), from the flags of its frames.
+  const char* category_of(int64_t entry) const {
+    const std::span<const uint32_t> ids = frames_of(frames_, entry);
+    if (ids.empty()) return "unknown (no frames)";
+    uint8_t seen = 0;
+    for (uint32_t id : ids) seen |= categories_[id];
+    if (seen & kOptimizer) return "optimizer step";
+    if (seen & kBackward) return "backward";
+    if (seen & kSetup) return "model setup";
+    if (seen & kForward) return "forward";
+    return "other";
+  }
+
+  // The id of `entry`'s call site (see site()).
+  uint32_t id_of(int64_t entry) {
+    const std::span<const uint32_t> ids = frames_of(frames_, entry);
+    const uint64_t key = key_of(ids);
+    auto [at, inserted] = ids_by_key_.try_emplace(key, static_cast<uint32_t>(sites_.size()));
+    if (inserted) sites_.push_back(call_site_of(frames_, entry));
+    return at->second;
+  }
+  const CallSite& site(uint32_t id) const { return sites_[id]; }
+  size_t size() const { return sites_.size(); }
+
+ private:
+  static constexpr uint8_t kPython = 1, kLibrary = 2, kAutogradNode = 4, kAtenOp = 8, kNative = 16;
+  static constexpr uint8_t kOptimizer = 1, kBackward = 2, kSetup = 4, kForward = 8;
+
+  // Which frames decide the call site (the order of call_site_of's rules): kind in the top 4
+  // bits, then one or two frame ids of 30 bits each.
+  uint64_t key_of(std::span<const uint32_t> ids) const {
+    constexpr uint32_t kNone = (1u << 30) - 1;
+    auto key = [](uint64_t kind, uint64_t first, uint64_t second = 0) { return kind << 60 | first << 30 | second; };
+    uint32_t innermost_python = kNone;
+    for (uint32_t id : ids) {
+      const uint8_t flags = id < flags_.size() && id < kNone ? flags_[id] : 0;
+      if (!(flags & kPython)) continue;
+      if (innermost_python == kNone) innermost_python = id;
+      if (!(flags & kLibrary)) return key(1, id, innermost_python);
+    }
+    if (innermost_python != kNone) return key(2, innermost_python);
+    for (uint8_t rule : {kAutogradNode, kAtenOp}) {
+      for (uint32_t id : ids)
+        if (id < flags_.size() && id < kNone && (flags_[id] & rule)) return key(rule == kAutogradNode ? 3 : 4, id);
+    }
+    for (uint32_t id : ids)
+      if (id < flags_.size() && id < kNone && !(flags_[id] & kNative)) return key(5, id);
+    return key(ids.empty() ? 6 : 7, 0);
+  }
+
+  const SnapshotFrameTable& frames_;
+  std::vector<uint8_t> flags_;
+  std::vector<uint8_t> categories_;
+  std::unordered_map<uint64_t, uint32_t> ids_by_key_;
+  std::vector<CallSite> sites_;
+};
+
+// Bytes and blocks per call-site id, then the rows by call-site text (several ids may print
+// the same), as add() groups them.
+std::vector<SiteBytes> rows_of(const CallSiteIndex& index, const std::vector<uint64_t>& bytes,
+                               const std::vector<size_t>& blocks,
+                               std::map<std::pair<std::string, std::string>, SiteBytes> groups = {}) {
+  for (uint32_t id = 0; id < bytes.size(); ++id) {
+    if (blocks[id] == 0) continue;
+    const CallSite& where = index.site(id);
+    SiteBytes& row = groups[{where.site, where.via}];
+    row.where = where;
+    row.bytes += bytes[id];
+    row.blocks += blocks[id];
+  }
+  return largest_first(groups);
+}
+
+}  // namespace
+
 SnapshotAnalysis analyze_snapshot(const std::string& name, const sim::Snapshot& snapshot,
                                   const sim::AllocatorConfig& config, int device_index,
                                   const sim::SnapshotReplayReport& report, const SnapshotFrameTable& frames) {
+  (void)snapshot, (void)config, (void)device_index;
   SnapshotAnalysis analysis;
   analysis.name = name;
   analysis.has_frames = frames.has_frames();
@@ -152,37 +266,47 @@ SnapshotAnalysis analyze_snapshot(const std::string& name, const sim::Snapshot& 
   const std::vector<int64_t>& entries = report.entry_of_event;
   auto entry_of = [&](size_t event) { return event < entries.size() ? entries[event] : int64_t{-1}; };
   analysis.peak_site = call_site_of(frames, entry_of(analysis.peak_event));
+  CallSiteIndex index(frames);
 
-  // The allocated blocks right after the peak event, each with the event that allocated it.
-  TimelineRecorder recorder(report.trace.events.size(), 1, analysis.peak_event);
-  sim::replay_snapshot(snapshot, config, name, device_index, false, [&](size_t event, sim::Replayer& replayer) {
-    recorder.after_event(event, report.trace, replayer);
-  });
-  TimelineRecording recording = recorder.finish(0);
-  std::map<std::pair<std::string, std::string>, SiteBytes> live, categories;
-  for (const SegmentView& segment : recording.segments) {
-    for (const SegmentPiece& piece : segment.pieces) {
-      if (piece.state != SegmentPieceState::Allocated) continue;
-      if (piece.alloc_event == SIZE_MAX) {
-        CallSite before{"(allocated before the recording window)", ""};
-        add(live, before, piece.size);
-        add(categories, before, piece.size);
-        continue;
-      }
-      int64_t entry = entry_of(piece.alloc_event);
-      add(live, call_site_of(frames, entry), piece.size);
-      add(categories, CallSite{frame_category(frames, entry), ""}, piece.size);
+  // The allocated blocks right after the peak event, each with the event that allocated it:
+  // from the replay's block sizes, without replaying again.
+  std::map<std::pair<std::string, std::string>, SiteBytes> live_before, categories;
+  std::vector<uint64_t> live_bytes;
+  std::vector<size_t> live_blocks;
+  for (const sim::LiveBlock& block : sim::live_blocks_after(report, analysis.peak_event)) {
+    if (block.alloc_event == SIZE_MAX) {
+      CallSite before{"(allocated before the recording window)", ""};
+      add(live_before, before, block.bytes);
+      add(categories, before, block.bytes);
+      continue;
     }
+    int64_t entry = entry_of(block.alloc_event);
+    uint32_t id = index.id_of(entry);
+    if (id >= live_bytes.size()) {
+      live_bytes.resize(id + 1, 0);
+      live_blocks.resize(id + 1, 0);
+    }
+    live_bytes[id] += block.bytes;
+    live_blocks[id] += 1;
+    add(categories, CallSite{index.category_of(entry), ""}, block.bytes);
   }
-  analysis.live_at_peak = largest_first(live);
+  analysis.live_at_peak = rows_of(index, live_bytes, live_blocks, std::move(live_before));
   analysis.categories = largest_first(categories);
 
-  std::map<std::pair<std::string, std::string>, SiteBytes> allocated;
+  std::vector<uint64_t> allocated_bytes;
+  std::vector<size_t> allocated_blocks;
   for (size_t event = 0; event < report.trace.events.size(); ++event) {
     const sim::Event& e = report.trace.events[event];
-    if (e.kind == sim::EventKind::Alloc) add(allocated, call_site_of(frames, entry_of(event)), e.bytes);
+    if (e.kind != sim::EventKind::Alloc) continue;
+    uint32_t id = index.id_of(entry_of(event));
+    if (id >= allocated_bytes.size()) {
+      allocated_bytes.resize(index.size(), 0);
+      allocated_blocks.resize(index.size(), 0);
+    }
+    allocated_bytes[id] += e.bytes;
+    allocated_blocks[id] += 1;
   }
-  analysis.allocated_in_window = largest_first(allocated);
+  analysis.allocated_in_window = rows_of(index, allocated_bytes, allocated_blocks);
   return analysis;
 }
 

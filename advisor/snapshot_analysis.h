@@ -47,7 +47,9 @@ CallSite call_site_of(const SnapshotFrameTable& frames, int64_t entry);
 // that matches, in that order; the rules are in snapshot_analysis.cc).
 const char* frame_category(const SnapshotFrameTable& frames, int64_t entry);
 
-// Replays the snapshot once more to take its allocated blocks at the peak, then groups them.
+// Groups the blocks allocated at `report`'s peak (sim::live_blocks_after: no second replay)
+// and every alloc of the window by call site. `snapshot`, `config` and `device_index` are
+// those `report` was replayed with.
 SnapshotAnalysis analyze_snapshot(const std::string& name, const sim::Snapshot& snapshot,
                                   const sim::AllocatorConfig& config, int device_index,
                                   const sim::SnapshotReplayReport& report, const SnapshotFrameTable& frames);

@@ -1,10 +1,18 @@
 // Tests of the call-site and category rules and of the site pairing of diff, on frame tables
-// written by hand (the fixtures' call sites are checked by the CLI tests in tests/snapshot_export/).
+// written by hand (the fixtures' call sites are checked by the CLI tests in tests/snapshot_export/),
+// and of the live blocks at a peak that the analysis takes from its one replay.
 #include "advisor/snapshot_analysis.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "advisor/snapshot_diff.h"
+#include "advisor/timeline_recorder.h"
+#include "sim/snapshot_replay.h"
 
 namespace oomcast::advisor {
 namespace {
@@ -87,6 +95,40 @@ TEST_CASE("diff does not pair when a function has several candidate sites", "[ad
   SnapshotDiff diff = diff_snapshots(a, b);
   CHECK(diff.sites.size() == 3);
   for (const SiteDiff& site : diff.sites) CHECK(site.site_b.empty());
+}
+
+// The blocks allocated at an event, as the segment map of a second replay shows them:
+// (alloc event or SIZE_MAX, size), sorted.
+std::vector<std::pair<size_t, uint64_t>> blocks_in_segment_map(const std::string& path, const sim::Snapshot& snapshot,
+                                                               const sim::SnapshotReplayReport& report, size_t event) {
+  TimelineRecorder recorder(report.trace.events.size(), 1, event);
+  sim::replay_snapshot(snapshot, sim::snapshot_allocator_config(snapshot), path, 0, false,
+                       [&](size_t index, sim::Replayer& replayer) { recorder.after_event(index, report.trace, replayer); });
+  std::vector<std::pair<size_t, uint64_t>> blocks;
+  for (const SegmentView& segment : recorder.finish(0).segments)
+    for (const SegmentPiece& piece : segment.pieces)
+      if (piece.state == SegmentPieceState::Allocated) blocks.emplace_back(piece.alloc_event, piece.size);
+  std::sort(blocks.begin(), blocks.end());
+  return blocks;
+}
+
+TEST_CASE("the blocks live at a real snapshot's peak, taken from the one replay, are those of its segment map there",
+          "[advisor][analysis]") {
+  for (const char* name : {"cs336_kk_2p7b_fp32_step_ctx128", "cs336_kk_2p7b_fp32_fwd_ctx128",
+                           "cs336_silmont_naive_attn_b8_l4096_d16_fwdbwd", "cs336_silmont_small_fp32_nograd_fwd_ctx128",
+                           "hfblog_linear_10k_50k_grad"}) {
+    INFO(name);
+    const std::string path = std::string(OOMCAST_SOURCE_DIR) + "/tests/data/" + name + ".pickle.gz";
+    const sim::Snapshot snapshot = sim::read_snapshot(path);
+    const sim::SnapshotReplayReport report = sim::replay_snapshot(snapshot, sim::snapshot_allocator_config(snapshot), path);
+    for (size_t event : {report.replay.peak_allocated_event, report.trace.events.size() / 2}) {
+      std::vector<std::pair<size_t, uint64_t>> live;
+      for (const sim::LiveBlock& block : sim::live_blocks_after(report, event)) live.emplace_back(block.alloc_event, block.bytes);
+      std::sort(live.begin(), live.end());
+      CHECK_FALSE(live.empty());
+      CHECK(live == blocks_in_segment_map(path, snapshot, report, event));
+    }
+  }
 }
 
 }  // namespace

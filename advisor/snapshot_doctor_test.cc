@@ -8,10 +8,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/input_error.h"
 #include "sim/snapshot_export.h"
+#include "sim/snapshot_replay.h"
 
 using namespace oomcast;
 using namespace oomcast::advisor;
@@ -317,4 +320,109 @@ TEST_CASE("the doctor's page and JSON carry its phases, patterns and re-simulati
   for (const auto& pattern : json["patterns"]) leak_named = leak_named || pattern["name"] == "leak";
   CHECK(leak_named);
   CHECK(json["fixes"].size() == report.fixes.size());
+}
+
+namespace {
+
+// What a fix trial should find, replayed here from the public pieces: the recording's own
+// trace, the recorded settings with the trial's one setting on top, the device the run met
+// (or the trial's larger one), the failed request retried at its place, and an empty_cache()
+// after the event before the phase the trial names.
+FixTrial replay_trial(const std::string& path, const sim::Snapshot& snapshot, const sim::Trace& trace,
+                      const DoctorReport& report, const FixTrial& fix, std::optional<sim::DeviceModel> given) {
+  const sim::AllocatorConfig recorded = sim::snapshot_allocator_config(snapshot);
+  FixReplay setup;
+  setup.trace_from_empty = &trace;
+  setup.config = fix.alloc_conf.empty() ? recorded : with_setting(recorded, fix.alloc_conf);
+  sim::DeviceModel device = given.value_or(sim::DeviceModel{});
+  device.total_bytes = fix.usable_bytes + device.context_bytes + device.other_process_bytes;
+  device.memory_fraction = fix.alloc_conf.starts_with("garbage_collection_threshold") ? 1.0 : 0.0;
+  setup.device = device;
+  if (report.failure && report.failure->recorded) {
+    setup.request_after = report.failure->after_event;
+    setup.request = report.failure->request_bytes;
+  }
+  const std::string flush = "torch.cuda.empty_cache() before ";
+  if (fix.name.starts_with(flush)) {
+    for (const PhaseRun& run : report.timeline.runs)
+      if (run.label() == fix.name.substr(flush.size())) setup.empty_cache_after = run.first_event - 1;
+    REQUIRE(setup.empty_cache_after != SIZE_MAX);
+  }
+  return replay_fix(path, snapshot, 0, setup);
+}
+
+void check_every_fix_is_its_replay(const std::string& path, std::optional<sim::DeviceModel> device,
+                                   const std::vector<std::string>& expected) {
+  DoctorReport report = diagnose(path, device);
+  REQUIRE(report.failure);
+  for (const std::string& name : expected) {
+    INFO("expected trial " << name);
+    CHECK(std::any_of(report.fixes.begin(), report.fixes.end(),
+                      [&](const FixTrial& fix) { return fix.name.starts_with(name); }));
+  }
+  const sim::Snapshot snapshot = sim::read_snapshot(path);
+  const sim::SnapshotReplayReport replayed =
+      sim::replay_snapshot(snapshot, sim::snapshot_allocator_config(snapshot), path);
+  REQUIRE(replayed.starts_empty);
+  for (const FixTrial& fix : report.fixes) {
+    INFO(fix.name);
+    FixTrial again = replay_trial(path, snapshot, replayed.trace, report, fix, device);
+    CHECK(again.fits == fix.fits);
+    CHECK(again.ooms == fix.ooms);
+    CHECK(again.peak_reserved_bytes == fix.peak_reserved_bytes);
+  }
+}
+
+// A training loop whose iterations' activations are `activation_mib` each (3 layers), as a
+// batch's sequence length changes them.
+std::string run_with_activations(const std::string& name, const std::vector<uint64_t>& activation_mib) {
+  RecordingBuilder run;
+  run.alloc("weights", 16 * kMiB, "setup");
+  for (size_t iteration = 0; iteration < activation_mib.size(); ++iteration) {
+    std::string i = std::to_string(iteration);
+    for (int layer = 0; layer < 3; ++layer)
+      run.alloc("act" + i + "." + std::to_string(layer), activation_mib[iteration] * kMiB, "forward", 20 + layer);
+    for (int layer = 2; layer >= 0; --layer) {
+      run.alloc("grad_tmp" + i + "." + std::to_string(layer), 2 * kMiB, "backward");
+      run.free("act" + i + "." + std::to_string(layer));
+      run.free("grad_tmp" + i + "." + std::to_string(layer));
+    }
+    if (iteration == 0) run.alloc("exp_avg", 16 * kMiB, "optimizer", 90);
+    run.alloc("step_tmp" + i, 2 * kMiB, "optimizer", 120);
+    run.free("step_tmp" + i);
+  }
+  return run.write(name);
+}
+
+}  // namespace
+
+TEST_CASE("each re-simulated fix of a run that fails on a smaller device is the replay of the recording under it",
+          "[advisor][doctor]") {
+  const std::string path = leaking_run();
+  sim::DeviceModel device;
+  device.total_bytes = diagnose(path).peak_reserved_bytes - kMiB;
+  check_every_fix_is_its_replay(path, device,
+                                {"the recorded settings", "expandable_segments:True", "max_split_size_mb:128",
+                                 "max_split_size_mb:512", "garbage_collection_threshold:0.8", "roundup_power2_divisions:4",
+                                 "torch.cuda.empty_cache() before ", "a device with"});
+}
+
+TEST_CASE("each re-simulated fix of a recorded OOM is the replay of the recording under it, the request retried",
+          "[advisor][doctor]") {
+  check_every_fix_is_its_replay(fragmented_run(), std::nullopt,
+                                {"the recorded settings", "expandable_segments:True", "max_split_size_mb:128",
+                                 "max_split_size_mb:512", "garbage_collection_threshold:0.8", "roundup_power2_divisions:4"});
+}
+
+TEST_CASE("activations that grow with one iteration's input are classified, and equal iterations are not",
+          "[advisor][doctor]") {
+  DoctorReport varying = diagnose(run_with_activations("varying_activations", {8, 8, 8, 16, 8}));
+  const DoctorPattern* pattern = find(varying, "activations vary with the input");
+  REQUIRE(pattern);
+  CHECK(pattern->bytes == 24 * kMiB);  // three activations 8 MiB larger in iteration 3
+  CHECK(pattern->evidence.find("iteration 3") != std::string::npos);
+  CHECK_FALSE(find(varying, "leak"));
+
+  DoctorReport steady = diagnose(run_with_activations("steady_activations", {8, 8, 8, 8, 8}));
+  CHECK_FALSE(find(steady, "activations vary with the input"));
 }

@@ -9,9 +9,7 @@ namespace oomcast::advisor {
 bool CallFrame::is_python() const { return filename.size() > 3 && filename.ends_with(".py"); }
 
 bool SnapshotFrameTable::has_frames() const {
-  for (const auto& list : entry_frames)
-    if (!list.empty()) return true;
-  return false;
+  return entry_frames.any();
 }
 
 SnapshotFrameTable frame_table_of(sim::SnapshotFrames&& frames) {

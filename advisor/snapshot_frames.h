@@ -20,7 +20,7 @@ struct CallFrame {
 
 struct SnapshotFrameTable {
   std::vector<CallFrame> frames;                    // distinct frames
-  std::vector<std::vector<uint32_t>> entry_frames;  // per device-trace entry: frame ids, innermost first
+  sim::EntryFrameLists entry_frames;  // per device-trace entry: frame ids, innermost first
   bool has_frames() const;
 };
 

@@ -52,7 +52,7 @@ StepPhase phase_of_entry(const SnapshotFrameTable& frames, int64_t entry) {
   if (std::strcmp(category, "optimizer step") == 0) return StepPhase::Optimizer;
   if (std::strcmp(category, "backward") == 0) return StepPhase::Backward;
   if (entry < 0 || static_cast<size_t>(entry) >= frames.entry_frames.size()) return StepPhase::Unknown;
-  const std::vector<uint32_t>& ids = frames.entry_frames[static_cast<size_t>(entry)];
+  const std::span<const uint32_t> ids = frames.entry_frames[static_cast<size_t>(entry)];
   for (uint32_t id : ids) {
     const CallFrame& frame = frames.frames[id];
     if (frame.is_python() && names_validation(frame.name)) return StepPhase::Validation;

@@ -520,11 +520,13 @@ def capture(model_path, declared_sizes, settings, log=lambda s: None):
     keys = runner.size_keys(user)
     if "batch_size" not in keys:
         raise CaptureError(f"{model_path}: batch() takes no batch_size keyword argument")
-    unsupported = [s for s in settings.scopes if s not in ("model", "loss")]
+    # The optimizer scope adds nothing to capture: the planner writes the compiled step (its
+    # temporaries fused away) from the graph file's parameters.
+    unsupported = [s for s in settings.scopes if s not in ("model", "loss", "optimizer")]
     if unsupported or "model" not in settings.scopes:
         raise CaptureError(f"compile scope {settings.scopes}: the compiled capture compiles the model, and "
-                           "optionally the loss (scope [model] or [model, loss]); blocks and optimizer are not "
-                           "captured yet")
+                           "optionally the loss and the optimizer step (scope [model], [model, loss], "
+                           "[model, optimizer]); blocks are not captured yet")
     if settings.mode not in ("default", "max-autotune-no-cudagraphs"):
         raise CaptureError(f"compile mode {settings.mode!r}: the compiled capture runs on the CPU, where "
                            "cudagraph modes (reduce-overhead, max-autotune) do not apply")

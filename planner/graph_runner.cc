@@ -342,7 +342,13 @@ int32_t GraphRunner::new_grad(TensorId tensor, TensorCategory category) {
 void GraphRunner::release_grad(int32_t grad) {
   GradBuffer& buffer = grads_[static_cast<size_t>(grad)];
   if (buffer.refs == 0) throw std::logic_error("planner released a dead gradient");
-  if (--buffer.refs == 0 && buffer.slot != kNoSlot) writer_->free(buffer.slot);
+  if (--buffer.refs == 0 && buffer.slot != kNoSlot) {
+    if (buffer.sent) {
+      sent_grad_slots_.push_back(buffer.slot);
+    } else {
+      writer_->free(buffer.slot);
+    }
+  }
 }
 
 void GraphRunner::release_saved(uint32_t op_index) {
@@ -481,6 +487,12 @@ void GraphRunner::backward() {
   }
   // The graph is gone after backward: nodes that were never reached free their saved tensors.
   for (uint32_t op_index = 0; op_index < graph_.ops.size(); ++op_index) release_saved(op_index);
+  if (input_grad_sent_) {
+    // The received inputs' gradients go to the send, which outlives backward.
+    for (TensorId input : graph_.inputs) {
+      if (grad_of_[input] >= 0) grads_[static_cast<size_t>(grad_of_[input])].sent = true;
+    }
+  }
   for (TensorId tensor = 0; tensor < grad_of_.size(); ++tensor) {
     if (grad_of_[tensor] >= 0 && graph_leaf_[tensor]) {
       // AccumulateGrad of a leaf activation: the gradient becomes its .grad.
@@ -551,6 +563,8 @@ std::vector<std::pair<std::string, uint32_t>> GraphRunner::finish_step() {
     }
   }
   leaf_grad_slots_.clear();
+  for (uint32_t slot : sent_grad_slots_) kept.emplace_back("input_grad", slot);
+  sent_grad_slots_.clear();
   return kept;
 }
 

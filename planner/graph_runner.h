@@ -51,6 +51,9 @@ class GraphRunner {
   // A pipeline stage before the last: the gradient of its output arrives in a receive buffer
   // the stage keeps (torch.distributed.pipelining), so backward allocates no ones_like(loss).
   void set_output_grad_received(bool received) { output_grad_received_ = received; }
+  // A pipeline stage after the first: the gradient of its received input is sent back, and the
+  // send keeps it past backward. finish_step hands it over as "input_grad".
+  void set_input_grad_sent(bool sent) { input_grad_sent_ = sent; }
   // After backward (or forward alone): hands the storages of the caller-held outputs to the
   // caller (their slots) and frees whatever else the runner still references.
   std::vector<std::pair<std::string, uint32_t>> finish_step();
@@ -68,6 +71,7 @@ class GraphRunner {
   struct GradBuffer {
     uint32_t slot;
     uint32_t refs;
+    bool sent = false;  // a received input's gradient, sent back (set_input_grad_sent)
   };
 
   void acquire(TensorId tensor);
@@ -141,6 +145,8 @@ class GraphRunner {
   std::vector<uint8_t> recompute_ref_;              // per tensor: holds a recompute program reference
   std::vector<std::pair<TensorId, int32_t>> produced_;
   bool output_grad_received_ = false;  // set_output_grad_received
+  bool input_grad_sent_ = false;       // set_input_grad_sent
+  std::vector<uint32_t> sent_grad_slots_;  // the received inputs' gradients, sent back
 };
 
 }  // namespace oomcast::planner

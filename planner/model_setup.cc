@@ -2,10 +2,15 @@
 // then converted (`model.to(torch.bfloat16)`, `.half()`): Module._apply converts one tensor at
 // a time, allocating the 16-bit copy before `param.data = ...` frees the fp32 original. What the
 // constructor drops before returning (graph.construction_temporaries) is allocated in between.
+// Quantized base weights exist in 16 bits first and are quantized on the device
+// (planner/quantized_loading.h); from_pretrained on a GPU warms the allocator up and loads the
+// checkpoint's tensors in its key order.
 #include "planner/model_setup.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
+#include "planner/quantized_loading.h"
 #include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
@@ -53,6 +58,15 @@ void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleW
   // returns, with every parameter and buffer built.
   std::vector<uint32_t> temporaries;
   bool buffers_allocated = false;
+  // Quantized base weights are made on the device from a 16-bit copy (planner/quantized_loading.h).
+  const std::vector<QuantizedWeight> quantized = quantized_weights(graph);
+  std::unordered_map<TensorId, size_t> quantized_index;
+  std::unordered_set<TensorId> quantized_state;
+  for (size_t q = 0; q < quantized.size(); ++q) {
+    quantized_index[quantized[q].weight] = q;
+    quantized_state.insert(quantized[q].state.begin(), quantized[q].state.end());
+  }
+  const DType load_dtype = weights_parameter_dtype(scenario.job.weights, job_precision_rules(scenario).parameter_dtype);
   if (parameters) {
     const bool built_here = scenario.device.is_cpu && scenario.job.loading.method != LoadMethod::FromPretrained;
     const DType built_dtype = cast_after_build ? DType::Float32 : job_precision_rules(scenario).parameter_dtype;
@@ -70,11 +84,40 @@ void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleW
       temporaries.clear();
     };
     size_t next_init_work = 0;
-    for (size_t i = 0; i < graph.parameters.size(); ++i) {
+    // Hugging Face's from_pretrained (with a device_map) on a GPU: the allocator warm-up, then
+    // the checkpoint's tensors in its key order.
+    const bool hf_load = scenario.job.loading.method == LoadMethod::FromPretrained && !scenario.device.is_cpu;
+    const auto release = scenario.model.dims.find("transformers_version");
+    const bool warms_up = release == scenario.model.dims.end() || release->second >= 450;  // added in 4.50
+    if (hf_load && warms_up) {
+      const uint64_t warmup = from_pretrained_warmup_bytes(scenario, graph, quantized);
+      if (warmup > 0) writer->free(writer->alloc(writer->intern("from_pretrained.allocator_warmup"), warmup, TensorCategory::Temporary));
+    }
+    const std::vector<size_t> order = hf_load ? checkpoint_order(graph) : std::vector<size_t>{};
+    // PEFT's prepare_model_for_kbit_training, called on the loaded model before get_peft_model
+    // adds the adapters: each 16-bit parameter that is not quantized becomes fp32
+    // (param.data = param.data.to(torch.float32), one at a time), then torch.cuda.empty_cache().
+    const bool prepare_kbit = scenario.job.training.prepare_kbit && scenario.job.weights.quantized();
+    std::vector<std::pair<TensorId, uint32_t>> loaded_16bit;
+    auto prepare_for_kbit_training = [&] {
+      if (!prepare_kbit) return;
+      for (const auto& [parameter, slot] : loaded_16bit) {
+        writer->alloc(writer->intern(graph.names[graph.tensors[parameter].name] + ".fp32"), graph.tensors[parameter].bytes(),
+                      TensorCategory::Parameter);
+        writer->free(slot);
+      }
+      loaded_16bit.clear();
+      writer->empty_cache();
+    };
+    for (size_t position = 0; position < graph.parameters.size(); ++position) {
+      const size_t i = hf_load ? order[position] : position;
+      if (i == graph.first_adapter_parameter) prepare_for_kbit_training();
       allocate_temporaries_at(i);
       if (i == graph.first_adapter_parameter && !temporaries.empty()) {
         // PEFT adds the adapters to a built model: its buffers exist, its temporaries are gone.
-        for (TensorId buffer : graph.buffers) allocate(buffer, TensorCategory::Buffer);
+        for (TensorId buffer : graph.buffers) {
+          if (!quantized_state.count(buffer)) allocate(buffer, TensorCategory::Buffer);
+        }
         buffers_allocated = true;
         free_temporaries();
       }
@@ -90,15 +133,32 @@ void allocate_model(const Scenario& scenario, const LayerGraph& graph, ScheduleW
         init_work.push_back(writer->alloc(name, work.matrix_bytes, TensorCategory::Temporary));
         writer->free(scaled);
       }
-      allocate(graph.parameters[i], TensorCategory::Parameter);
+      auto found = quantized_index.find(graph.parameters[i]);
+      if (found != quantized_index.end()) {
+        quantize_on_device(scenario.job.weights, graph, quantized[found->second], load_dtype, writer);
+      } else if (prepare_kbit && i < graph.first_adapter_parameter && graph.tensors[graph.parameters[i]].dtype == DType::Float32) {
+        // Loaded in the compute dtype; converted by prepare_for_kbit_training.
+        const TensorDesc& desc = graph.tensors[graph.parameters[i]];
+        loaded_16bit.emplace_back(graph.parameters[i], writer->alloc(writer->intern(graph.names[desc.name]),
+                                                                     desc.numel * dtype_bytes(load_dtype), TensorCategory::Parameter));
+      } else {
+        allocate(graph.parameters[i], TensorCategory::Parameter);
+      }
       for (auto slot = init_work.rbegin(); slot != init_work.rend(); ++slot) writer->free(*slot);
     }
     allocate_temporaries_at(graph.parameters.size());
+    prepare_for_kbit_training();  // no adapters
   }
   if (!buffers_allocated) {
-    for (TensorId buffer : graph.buffers) allocate(buffer, TensorCategory::Buffer);
+    for (TensorId buffer : graph.buffers) {
+      if (!parameters || !quantized_state.count(buffer)) allocate(buffer, TensorCategory::Buffer);
+    }
   }
   for (uint32_t slot : temporaries) writer->free(slot);
+  if (parameters && scenario.job.weights.library == scenario::QuantLibrary::Torchao) {
+    // torchtune's recipe then loads the checkpoint: model.load_state_dict(...), NF4Tensor.copy_.
+    for (const QuantizedWeight& weight : quantized) reload_torchao_weight(scenario.job.weights, graph, weight, load_dtype, writer);
+  }
   if (!cast_after_build) return;
   auto convert = [&](TensorId tensor, TensorCategory category) {
     auto found = fp32_slots.find(tensor);

@@ -1,7 +1,10 @@
 // Optimizer state and step temporaries, per ../shared/docs/training-memory-model.md §6.
 #include "planner/optimizers.h"
 
+#include <algorithm>
+
 #include "planner/torch_release_facts.h"
+#include "planner/trainable_policy.h"
 
 namespace oomcast::planner {
 
@@ -41,6 +44,13 @@ void OptimizerModel::init_state(size_t p) {
       // momentum_buffer = torch.clone(grad).detach() on the first step.
       if (config_.momentum > 0.0) writer_->alloc(state_name(p, ".momentum_buffer"), bytes, TensorCategory::OptimizerState);
       break;
+    case OptimizerType::Muon:
+      if (muon_parameter(p)) {
+        // Muon._init_group: momentum_buffer = torch.zeros_like(p.grad).
+        writer_->alloc(state_name(p, ".momentum_buffer"), bytes, TensorCategory::OptimizerState);
+        break;
+      }
+      [[fallthrough]];  // the AdamW beside it
     case OptimizerType::Adam:
     case OptimizerType::AdamW:
       // _init_group: step (a device scalar only for fused/capturable), exp_avg, exp_avg_sq.
@@ -64,6 +74,17 @@ void OptimizerModel::init_state(size_t p) {
       }
       break;
     }
+    case OptimizerType::AnyPrecisionAdamW:
+      // State initialization: step (a CPU tensor), exp_avg (momentum_dtype), exp_avg_sq
+      // (variance_dtype), compensation (compensation_buffer_dtype) with Kahan summation.
+      writer_->alloc(state_name(p, ".exp_avg"), param.numel * (config_.momentum_fp32 ? 4 : 2), TensorCategory::OptimizerState);
+      writer_->alloc(state_name(p, ".exp_avg_sq"), param.numel * (config_.variance_fp32 ? 4 : 2),
+                     TensorCategory::OptimizerState);
+      if (config_.kahan_summation) {
+        writer_->alloc(state_name(p, ".compensation"), param.numel * (config_.compensation_fp32 ? 4 : 2),
+                       TensorCategory::OptimizerState);
+      }
+      break;
     case OptimizerType::AdamW8bit: {
       if (!shared_buffers_) {
         shared_buffers_ = true;
@@ -145,6 +166,99 @@ void OptimizerModel::adafactor_temporaries(const std::vector<size_t>& params) {
   for (uint32_t slot : slots) writer_->free(slot);
 }
 
+bool OptimizerModel::muon_parameter(size_t p) const {
+  if (config_.type != OptimizerType::Muon || params_[p].shape.size() != 2) return false;
+  const std::string& name = writer_->names_of(params_[p].name);
+  return std::none_of(config_.adamw_params.begin(), config_.adamw_params.end(),
+                      [&](const std::string& pattern) { return name_matches(pattern, name); });
+}
+
+void OptimizerModel::cpu_bf16_gemm(size_t p, uint64_t m, uint64_t n, uint64_t k) {
+  // oneDNN's fp32 result of a bf16 GEMM on the CPU (planner/ops/cpu_gemm_buffer.h): after the
+  // bf16 output, freed before the op returns, for m·n·k > 16³.
+  if (precision_.autocast_device != AutocastDevice::Cpu || m * n * k <= 4096) return;
+  writer_->free(writer_->alloc(state_name(p, ".gemm_fp32_result"), m * n * 4 + 128, TensorCategory::Temporary));
+}
+
+void OptimizerModel::muon_step(const std::vector<size_t>& params) {
+  // torch 2.13 _single_tensor_muon, per parameter: buf.lerp_(grad) in place; update =
+  // grad.lerp(buf, momentum) with nesterov (a new tensor; rebinding it frees the previous
+  // parameter's update); _zeropower_via_newtonschulz: X = update.bfloat16() (a copy unless
+  // bf16), transposed to [m, n] with m <= n (a view), then ns_steps times gram = X @ X.T [m, m],
+  // gram_update = addmm(gram, gram, gram) [m, m], X = addmm(X, gram_update, X) [m, n], each name
+  // rebound (the new tensor before the old one dies); the grams die as it returns, the nesterov
+  // tensor as `update` takes the result. param.add_(update) with a bf16 update and a wider
+  // parameter copies the update to the parameter's dtype on the CPU (TensorIterator's input
+  // promotion; CUDA kernels cast as they read).
+  uint32_t previous_update = UINT32_MAX;
+  for (size_t p : params) {
+    const OptimizerParameter& param = params_[p];
+    const uint64_t rows = static_cast<uint64_t>(param.shape[0]);
+    const uint64_t cols = static_cast<uint64_t>(param.shape[1]);
+    const uint64_t m = std::min(rows, cols);
+    const uint64_t n = std::max(rows, cols);
+    const uint64_t grad_bytes = param.numel * dtype_bytes(param.dtype);
+    uint32_t nesterov = UINT32_MAX;
+    if (config_.nesterov) nesterov = writer_->alloc(state_name(p, ".muon_nesterov"), grad_bytes, TensorCategory::Temporary);
+    if (previous_update != UINT32_MAX) writer_->free(previous_update);
+    uint32_t x = UINT32_MAX;  // the bf16 copy (owned here) or the update itself
+    if (param.dtype != DType::BFloat16) x = writer_->alloc(state_name(p, ".muon_bf16"), param.numel * 2, TensorCategory::Temporary);
+    uint32_t gram = UINT32_MAX;
+    uint32_t gram_update = UINT32_MAX;
+    for (int64_t step = 0; step < config_.ns_steps; ++step) {
+      const uint32_t next_gram = writer_->alloc(state_name(p, ".muon_gram"), m * m * 2, TensorCategory::Temporary);
+      cpu_bf16_gemm(p, m, m, n);
+      if (gram != UINT32_MAX) writer_->free(gram);
+      gram = next_gram;
+      const uint32_t next_update = writer_->alloc(state_name(p, ".muon_gram_update"), m * m * 2, TensorCategory::Temporary);
+      cpu_bf16_gemm(p, m, m, m);
+      if (gram_update != UINT32_MAX) writer_->free(gram_update);
+      gram_update = next_update;
+      const uint32_t next_x = writer_->alloc(state_name(p, ".muon_orthogonalized"), m * n * 2, TensorCategory::Temporary);
+      cpu_bf16_gemm(p, m, n, m);
+      if (x != UINT32_MAX) writer_->free(x);
+      x = next_x;
+    }
+    if (gram != UINT32_MAX) writer_->free(gram);
+    if (gram_update != UINT32_MAX) writer_->free(gram_update);
+    if (nesterov != UINT32_MAX) writer_->free(nesterov);
+    if (param.dtype != DType::BFloat16 && precision_.autocast_device == AutocastDevice::Cpu) {
+      writer_->free(writer_->alloc(state_name(p, ".muon_update_promoted"), grad_bytes, TensorCategory::Temporary));
+    }
+    previous_update = x;
+  }
+  if (previous_update != UINT32_MAX) writer_->free(previous_update);
+}
+
+void OptimizerModel::anyprecision_temporaries(const std::vector<size_t>& params) {
+  // Per parameter: centered_variance = (exp_avg_sq.sqrt() / denom_correction).add_(eps) in the
+  // variance dtype, and with Kahan summation temp_buffer = p.detach().clone(); both are loop
+  // locals, freed when the next parameter rebinds them (the last ones when step returns).
+  const uint64_t variance = config_.variance_fp32 ? 4 : 2;
+  uint32_t previous_variance = UINT32_MAX;
+  uint32_t previous_clone = UINT32_MAX;
+  for (size_t p : params) {
+    // Its state is made inside the loop, as the parameter is reached (len(state) == 0).
+    if (!initialized_[p]) {
+      initialized_[p] = 1;
+      init_state(p);
+    }
+    const uint32_t sqrt = writer_->alloc(state_name(p, ".sqrt"), params_[p].numel * variance, TensorCategory::Temporary);
+    const uint32_t centred = writer_->alloc(state_name(p, ".centered_variance"), params_[p].numel * variance, TensorCategory::Temporary);
+    writer_->free(sqrt);
+    if (previous_variance != UINT32_MAX) writer_->free(previous_variance);
+    previous_variance = centred;
+    if (config_.kahan_summation) {
+      const uint32_t clone = writer_->alloc(state_name(p, ".kahan_temp_buffer"),
+                                            params_[p].numel * dtype_bytes(params_[p].dtype), TensorCategory::Temporary);
+      if (previous_clone != UINT32_MAX) writer_->free(previous_clone);
+      previous_clone = clone;
+    }
+  }
+  if (previous_variance != UINT32_MAX) writer_->free(previous_variance);
+  if (previous_clone != UINT32_MAX) writer_->free(previous_clone);
+}
+
 void OptimizerModel::step(const std::vector<uint8_t>& has_grad) {
   std::vector<size_t> stepping;
   for (size_t p = 0; p < params_.size(); ++p) {
@@ -158,11 +272,39 @@ void OptimizerModel::step(const std::vector<uint8_t>& has_grad) {
           writer_->alloc(state_name(p, ".master_grad_fp32"), params_[p].numel * 4, TensorCategory::Temporary));
     }
   }
+  if (config_.type == OptimizerType::Muon) {
+    // muon.step() (its states made in _init_group first), then the AdamW's step.
+    std::vector<size_t> muon;
+    std::vector<size_t> adamw;
+    for (size_t p : stepping) (muon_parameter(p) ? muon : adamw).push_back(p);
+    for (const std::vector<size_t>* group : {&muon, &adamw}) {
+      for (size_t p : *group) {
+        if (!initialized_[p]) {
+          initialized_[p] = 1;
+          init_state(p);
+        }
+      }
+      if (group == &muon) {
+        muon_step(muon);
+      } else {
+        adam_temporaries(adamw);
+      }
+    }
+    for (uint32_t slot : master_grads) writer_->free(slot);
+    return;
+  }
   for (size_t p : stepping) {
-    if (!initialized_[p]) {
+    if (!initialized_[p] && config_.type != OptimizerType::AnyPrecisionAdamW) {
       initialized_[p] = 1;
       init_state(p);
     }
+  }
+  // A compiled step (compile scope optimizer) is one inductor graph whose kernels update the
+  // parameters and states in place: no parameter-sized temporaries (validate/compiled/
+  // gpt-optimizer.yaml measures none after the first call). The states are created as eagerly.
+  if (config_.compiled_step) {
+    for (uint32_t slot : master_grads) writer_->free(slot);
+    return;
   }
   switch (config_.type) {
     case OptimizerType::Adam:
@@ -172,6 +314,10 @@ void OptimizerModel::step(const std::vector<uint8_t>& has_grad) {
     case OptimizerType::Adafactor:
       adafactor_temporaries(stepping);
       break;
+    case OptimizerType::AnyPrecisionAdamW:
+      anyprecision_temporaries(stepping);
+      break;
+    case OptimizerType::Muon:  // stepped above
     case OptimizerType::Sgd:
     case OptimizerType::AdamW8bit:
       break;  // in-place updates

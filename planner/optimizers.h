@@ -1,7 +1,7 @@
 // Optimizer steps (../shared/docs/training-memory-model.md §6): lazily created state (SGD momentum, Adam(W)
 // exp_avg/exp_avg_sq [+max_exp_avg_sq], Adafactor factored variances, bitsandbytes 8-bit
 // AdamW), the temporaries each implementation makes (single-tensor, foreach, fused), and
-// fp32 master weights for pure_bf16.
+// fp32 master weights for pure_bf16; torch.optim.Muon with its AdamW, and AnyPrecisionAdamW.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +40,11 @@ class OptimizerModel {
   void init_state(size_t param);
   void adam_temporaries(const std::vector<size_t>& params);
   void adafactor_temporaries(const std::vector<size_t>& params);
+  // torch.optim.Muon (2-D parameters not in adamw_params) and the AdamW beside it.
+  bool muon_parameter(size_t param) const;
+  void muon_step(const std::vector<size_t>& params);
+  void anyprecision_temporaries(const std::vector<size_t>& params);
+  void cpu_bf16_gemm(size_t param, uint64_t m, uint64_t n, uint64_t k);
 
   scenario::OptimizerConfig config_;
   PrecisionRules precision_;

@@ -126,6 +126,9 @@ PrecisionRules job_precision_rules(const Scenario& scenario) {
   PrecisionRules rules = precision_rules(scenario.precision);
   const JobConfig& job = scenario.job;
   rules.parameter_dtype = weights_parameter_dtype(job.weights, rules.parameter_dtype);
+  // prepare_model_for_kbit_training: the parameters left unquantized are fp32 (the 4-bit
+  // matmuls keep bnb_4bit_compute_dtype, planner/ops/linear_variants.cc).
+  if (job.training.prepare_kbit && job.weights.quantized()) rules.parameter_dtype = DType::Float32;
   if (!rules.autocast) rules.low_dtype = rules.parameter_dtype;
   rules.autocast_device = scenario.device.is_cpu ? AutocastDevice::Cpu : AutocastDevice::Cuda;
   rules.torch_version = scenario.allocator.torch_version;

@@ -107,6 +107,30 @@ TEST_CASE("unknown compile keys and scopes are errors naming them", "[scenario][
         std::string::npos);
 }
 
+TEST_CASE("compile scope optimizer marks an adamw step as compiled", "[scenario][compile]") {
+  const std::string captured = "compiled: {mode: default, scope: [model, optimizer], graphs: 1, graph_breaks: 0}\n";
+  Scenario s = load_with_model(mlp_graph_with(captured, "oomcast-compile-optimizer.graph.yaml"),
+                               "optimizer: adamw\ncompile: {scope: [model, optimizer]}\n");
+  CHECK(s.compile.has_scope(CompileScope::Optimizer));
+  CHECK(s.optimizer.compiled_step);
+}
+
+TEST_CASE("compile scope optimizer is refused for an optimizer whose compiled step was not measured",
+          "[scenario][compile]") {
+  const std::string captured = "compiled: {mode: default, scope: [model, optimizer], graphs: 1, graph_breaks: 0}\n";
+  const std::string graph = mlp_graph_with(captured, "oomcast-compile-optimizer-adafactor.graph.yaml");
+  const std::string error =
+      error_of([&] { load_with_model(graph, "optimizer: adafactor\ncompile: {scope: [model, optimizer]}\n"); });
+  CHECK(error.find("compile scope 'optimizer'") != std::string::npos);
+  CHECK(error.find("not measured") != std::string::npos);
+}
+
+TEST_CASE("a compiled model without compile scope optimizer keeps an eager optimizer step", "[scenario][compile]") {
+  Scenario s = load_with_model(compiled_graph("oomcast-compile-eager-step.graph.yaml"),
+                               "compile: {scope: [model, loss], activation_memory_budget: 0.5}\n");
+  CHECK_FALSE(s.optimizer.compiled_step);
+}
+
 TEST_CASE("compile: false is eager, as is no compile key", "[scenario][compile]") {
   Scenario s = load_with_model(mlp_graph_with("", "oomcast-compile-false.graph.yaml"), "compile: false\n");
   CHECK_FALSE(s.compile.enabled);

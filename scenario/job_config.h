@@ -72,10 +72,17 @@ struct TrainableConfig {
   // checkpointing runs with frozen parameters, as HF/PEFT do), 0 off, 1 on.
   int input_require_grads = -1;
   bool master_weights = true;              // pure_bf16: fp32 master copies in the optimizer
+  // PEFT's prepare_model_for_kbit_training on a quantized model: every parameter that is not
+  // quantized (embeddings, norms, lm_head) cast from 16 bits to fp32 after loading.
+  bool prepare_kbit = false;
   bool any_frozen() const { return kind != TrainableKind::All || !freeze.empty() || lora.enabled || ia3.enabled; }
 };
 
 enum class WeightFormat { Default, Fp32, Fp16, Bf16, Int8, Nf4, Fp4 };
+
+// Which library stores and runs the quantized weights: bitsandbytes (Params4bit / Int8Params,
+// Hugging Face's BitsAndBytesConfig) or torchao's NF4Tensor (torchtune's QLoRA recipes).
+enum class QuantLibrary { Bitsandbytes, Torchao };
 
 // How the base weights are stored, independent of `precision` (bitsandbytes quantization or
 // a 16-bit checkpoint loaded with torch_dtype).
@@ -85,6 +92,7 @@ struct WeightsConfig {
   bool double_quant = true;                // bnb_4bit_use_double_quant (QLoRA)
   int64_t block_size = 64;                 // 4-bit absmax block (bitsandbytes: 64)
   std::vector<std::string> skip_modules = {"lm_head"};  // kept unquantized (llm_int8_skip_modules)
+  QuantLibrary library = QuantLibrary::Bitsandbytes;
   bool quantized() const { return format == WeightFormat::Int8 || format == WeightFormat::Nf4 || format == WeightFormat::Fp4; }
 };
 

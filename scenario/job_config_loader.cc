@@ -228,7 +228,7 @@ TrainableConfig read_training(const YamlNode& node, const Scenario& scenario, st
   if (!node.child("lora").is_missing()) {
     node.child("lora").fail("'training.lora': LoRA goes under 'training.trainable', as in training: {trainable: {lora: {r: 16, ...}}}");
   }
-  node.reject_unknown_keys({"trainable", "freeze", "input_require_grads", "master_weights"});
+  node.reject_unknown_keys({"trainable", "freeze", "input_require_grads", "master_weights", "prepare_model_for_kbit_training"});
   YamlNode trainable = node.child("trainable");
   if (trainable.is_scalar()) {
     std::string word = trainable.as_string();
@@ -281,6 +281,8 @@ TrainableConfig read_training(const YamlNode& node, const Scenario& scenario, st
   if (!freeze.is_missing()) config.freeze = string_list(freeze);
   YamlNode input_grads = node.child("input_require_grads");
   if (!input_grads.is_missing()) config.input_require_grads = input_grads.as_bool() ? 1 : 0;
+  YamlNode prepare = node.child("prepare_model_for_kbit_training");
+  if (!prepare.is_missing()) config.prepare_kbit = prepare.as_bool();
   YamlNode master = node.child("master_weights");
   if (!master.is_missing()) {
     config.master_weights = master.as_bool();
@@ -297,7 +299,7 @@ WeightsConfig read_weights(const YamlNode& node) {
   if (node.is_scalar()) {
     config.format = weight_format_of(node.as_choice(kWeightFormats));
   } else {
-    node.reject_unknown_keys({"format", "compute_dtype", "double_quant", "block_size", "skip_modules"});
+    node.reject_unknown_keys({"format", "compute_dtype", "double_quant", "block_size", "skip_modules", "library"});
     YamlNode format = node.child("format");
     if (format.is_missing()) node.fail("'weights' needs 'format' (" + std::string("fp32, fp16, bf16, int8, nf4 or fp4") + ")");
     config.format = weight_format_of(format.as_choice(kWeightFormats));
@@ -319,6 +321,15 @@ WeightsConfig read_weights(const YamlNode& node) {
     }
     YamlNode skip = node.child("skip_modules");
     if (!skip.is_missing()) config.skip_modules = string_list(skip);
+    YamlNode library = node.child("library");
+    if (!library.is_missing() && library.as_choice({"bitsandbytes", "torchao"}) == "torchao") {
+      // torchao's to_nf4 (torchtune's QLoRA): NF4 only, and it always quantizes the block scalers.
+      if (config.format != WeightFormat::Nf4) library.fail("'weights.library' torchao stores nf4 only");
+      if (!double_quant.is_missing() && !config.double_quant) {
+        double_quant.fail("torchao's NF4Tensor always quantizes its scalers: 'double_quant' must be true");
+      }
+      config.library = QuantLibrary::Torchao;
+    }
   }
   return config;
 }
@@ -379,12 +390,23 @@ void read_job_sections(const YamlNode& root, Scenario& scenario) {
     }
     if (config.weights.quantized()) root.child("loading").fail("'loading' fp32_then_cast does not apply to quantized weights");
   }
-  if (config.weights.quantized() && scenario.device.is_cpu) {
+  if (config.weights.quantized() && scenario.device.is_cpu && config.weights.library != QuantLibrary::Torchao) {
     root.child("weights").fail("'weights' " + std::string(weight_format_name(config.weights.format)) +
                                " is a bitsandbytes CUDA format; the cpu device cannot run it");
   }
   if (scenario.parallel.engine != ParallelEngine::None && !training_job) {
     root.child("parallel").fail("'parallel' with job " + std::string(job_kind_name(config.job.kind)) + " is not modelled");
+  }
+  if (config.training.prepare_kbit &&
+      (!config.weights.quantized() || config.weights.library == QuantLibrary::Torchao || scenario.precision == Precision::PureBf16)) {
+    // PEFT casts the 16-bit parameters of a bitsandbytes-loaded model (Params4bit / Int8Params
+    // stay); it skips torchao-quantized models.
+    root.child("training").child("prepare_model_for_kbit_training").fail(
+        "'prepare_model_for_kbit_training' applies to bitsandbytes-quantized 'weights' (int8, nf4, fp4) with fp32 or amp precision");
+  }
+  if (config.weights.library == QuantLibrary::Torchao && config.loading.method != LoadMethod::OnDevice) {
+    // torchtune builds the model on the device and loads its checkpoint into it (on_device).
+    root.child("loading").fail("'weights.library' torchao is torchtune's QLoRA, which builds the model on the device: 'loading' must be on_device");
   }
   if (config.weights.quantized() && config.training.lora.use_dora) {
     // QDoRA dequantizes the whole 4-bit weight per forward (dequantize_module_weight): not planned.

@@ -124,5 +124,28 @@ TEST_CASE("an unknown key in the job section gets a did-you-mean", "[scenario][j
   CHECK_THAT(load_error("job: {kind: inference, bacthes: 3}\n"), Catch::Contains("batches"));
 }
 
+TEST_CASE("weights.library torchao stores nf4 as torchtune does, and runs on the cpu device", "[scenario][jobs]") {
+  Scenario s = load("weights: {format: nf4, library: torchao}\ndevice: cpu\n");
+  CHECK(s.job.weights.library == QuantLibrary::Torchao);
+}
+
+TEST_CASE("torchao's library refuses int8 and fp4 weights", "[scenario][jobs]") {
+  CHECK_THAT(load_error("weights: {format: fp4, library: torchao}\n"), Catch::Contains("stores nf4 only"));
+}
+
+TEST_CASE("torchao's NF4 always quantizes its scalers", "[scenario][jobs]") {
+  CHECK_THAT(load_error("weights: {format: nf4, library: torchao, double_quant: false}\n"), Catch::Contains("double_quant"));
+}
+
+TEST_CASE("torchao's QLoRA is built on the device: from_pretrained is refused", "[scenario][jobs]") {
+  CHECK_THAT(load_error("weights: {format: nf4, library: torchao}\nloading: from_pretrained\n"),
+             Catch::Contains("must be on_device"));
+}
+
+TEST_CASE("prepare_model_for_kbit_training applies to bitsandbytes weights only", "[scenario][jobs]") {
+  CHECK(load("weights: nf4\ndevice: a100-80gb\ntraining: {prepare_model_for_kbit_training: true}\n").job.training.prepare_kbit);
+  CHECK_THAT(load_error("training: {prepare_model_for_kbit_training: true}\n"), Catch::Contains("bitsandbytes-quantized"));
+}
+
 }  // namespace
 }  // namespace oomcast::scenario

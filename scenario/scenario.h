@@ -25,7 +25,7 @@ struct GraphFile;  // a model given as a graph file (scenario/graph_file.h)
 enum class Precision { Fp32, AmpBf16, AmpFp16, PureBf16 };
 enum class AttentionImpl { Eager, SdpaMath, Flash, MemEfficient };
 enum class CheckpointMode { None, Full, EveryN, Selective, Auto };
-enum class OptimizerType { Sgd, Adam, AdamW, Adafactor, AdamW8bit };
+enum class OptimizerType { Sgd, Adam, AdamW, Adafactor, AdamW8bit, Muon, AnyPrecisionAdamW };
 enum class OptimizerImpl { SingleTensor, Foreach, Fused };
 // Mixture-of-experts routing planned: the busiest expert gets k times its share, or even.
 enum class MoeImbalance { Worst, Balanced };
@@ -82,6 +82,19 @@ struct OptimizerConfig {
   // register_post_accumulate_grad_hook tutorial): one optimizer per parameter, stepped in the
   // parameter's post-accumulate-grad hook, which then sets .grad = None.
   bool in_backward = false;
+  // `compile: {scope: [..., optimizer]}`: optimizer.step runs compiled, its temporaries fused away.
+  bool compiled_step = false;
+  // torch.optim.Muon (torch >= 2.9, _muon.py): 2-D parameters only, Newton-Schulz in bf16; the
+  // parameters named here and every non-2-D one are stepped by a torch.optim.AdamW beside it.
+  bool nesterov = true;
+  int64_t ns_steps = 5;
+  std::vector<std::string> adamw_params = {"embed_tokens", "lm_head", "wte", "wpe", "embeddings"};
+  // AnyPrecisionAdamW (torchdistx / llama-recipes policies/anyprecision_optimizer.py): the
+  // moments and the Kahan compensation buffer in their own dtypes (bf16 by default).
+  bool kahan_summation = false;
+  bool momentum_fp32 = false;                   // momentum_dtype: bf16 unless fp32
+  bool variance_fp32 = false;                   // variance_dtype
+  bool compensation_fp32 = false;               // compensation_buffer_dtype
 };
 
 // The training loss over the logits (`loss:` section).

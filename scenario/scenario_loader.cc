@@ -54,6 +54,7 @@ const Named<CheckpointMode> kCheckpointModes[] = {
 const Named<OptimizerType> kOptimizerTypes[] = {
     {"sgd", OptimizerType::Sgd}, {"adam", OptimizerType::Adam}, {"adamw", OptimizerType::AdamW},
     {"adafactor", OptimizerType::Adafactor}, {"adamw8bit", OptimizerType::AdamW8bit},
+    {"muon", OptimizerType::Muon}, {"anyprecision_adamw", OptimizerType::AnyPrecisionAdamW},
     // Hugging Face TrainingArguments' names (optim=...). paged_adamw_8bit (QLoRA's default) keeps
     // the same 8-bit state in paged (managed) memory that moves to the host only under pressure:
     // planned resident, as adamw8bit.
@@ -252,6 +253,50 @@ CheckpointConfig read_checkpointing(const YamlNode& node) {
   return config;
 }
 
+// torch.optim.Muon's arguments (torch 2.13 _muon.py), and the parameters left to AdamW.
+void read_muon_keys(const YamlNode& node, OptimizerConfig& config, const std::string& type_name) {
+  const bool muon = config.type == OptimizerType::Muon;
+  for (const char* key : {"nesterov", "ns_steps", "adamw_params"}) {
+    YamlNode given = node.child(key);
+    if (!given.is_missing() && !muon) given.fail(std::string("'optimizer.") + key + "' applies only to muon, not " + type_name);
+  }
+  if (!muon) return;
+  YamlNode impl = node.child("impl");
+  if (!impl.is_missing() && config.impl == OptimizerImpl::Fused) {
+    impl.fail("torch.optim.Muon has no fused implementation; 'impl' is the AdamW beside it and must be single_tensor or foreach here");
+  }
+  YamlNode nesterov = node.child("nesterov");
+  if (!nesterov.is_missing()) config.nesterov = nesterov.as_bool();
+  YamlNode ns_steps = node.child("ns_steps");
+  if (!ns_steps.is_missing()) config.ns_steps = ns_steps.as_integer(1, 99);  // Muon refuses >= 100
+  YamlNode adamw = node.child("adamw_params");
+  if (!adamw.is_missing()) config.adamw_params = adamw.as_string_list();
+}
+
+// AnyPrecisionAdamW's arguments (llama-recipes policies/anyprecision_optimizer.py).
+void read_anyprecision_keys(const YamlNode& node, OptimizerConfig& config, const std::string& type_name) {
+  const bool any = config.type == OptimizerType::AnyPrecisionAdamW;
+  for (const char* key : {"use_kahan_summation", "momentum_dtype", "variance_dtype", "compensation_buffer_dtype"}) {
+    YamlNode given = node.child(key);
+    if (!given.is_missing() && !any) given.fail(std::string("'optimizer.") + key + "' applies only to anyprecision_adamw, not " + type_name);
+  }
+  if (!any) return;
+  YamlNode impl = node.child("impl");
+  if (!impl.is_missing() && config.impl != OptimizerImpl::SingleTensor) {
+    impl.fail("AnyPrecisionAdamW loops over its parameters: 'impl' can only be single_tensor");
+  }
+  config.impl = OptimizerImpl::SingleTensor;
+  YamlNode kahan = node.child("use_kahan_summation");
+  if (!kahan.is_missing()) config.kahan_summation = kahan.as_bool();
+  auto fp32 = [&](const char* key) {
+    YamlNode dtype = node.child(key);
+    return !dtype.is_missing() && dtype.as_choice({"bf16", "fp32"}) == "fp32";
+  };
+  config.momentum_fp32 = fp32("momentum_dtype");
+  config.variance_fp32 = fp32("variance_dtype");
+  config.compensation_fp32 = fp32("compensation_buffer_dtype");
+}
+
 OptimizerConfig read_optimizer(const YamlNode& node, bool on_cpu) {
   OptimizerConfig config;
   // PyTorch's default implementation: foreach when every parameter is on a GPU, otherwise
@@ -262,7 +307,8 @@ OptimizerConfig read_optimizer(const YamlNode& node, bool on_cpu) {
     config.type = read_choice(node, kOptimizerTypes);
     return config;
   }
-  node.reject_unknown_keys({"type", "impl", "momentum", "amsgrad", "in_backward"});
+  node.reject_unknown_keys({"type", "impl", "momentum", "amsgrad", "in_backward", "nesterov", "ns_steps", "adamw_params",
+                            "use_kahan_summation", "momentum_dtype", "variance_dtype", "compensation_buffer_dtype"});
   YamlNode type = node.child("type");
   if (!type.is_missing()) config.type = read_choice(type, kOptimizerTypes);
   const std::string type_name = optimizer_type_name(config.type);
@@ -288,6 +334,8 @@ OptimizerConfig read_optimizer(const YamlNode& node, bool on_cpu) {
   }
   YamlNode in_backward = node.child("in_backward");
   if (!in_backward.is_missing()) config.in_backward = in_backward.as_bool();
+  read_muon_keys(node, config, type_name);
+  read_anyprecision_keys(node, config, type_name);
   return config;
 }
 

@@ -10,6 +10,7 @@
 #include "base/edit_distance.h"
 #include "base/input_error.h"
 #include "sim/allocator_config.h"
+#include "sim/allocator_release_facts.h"
 
 namespace oomcast::sim {
 namespace {
@@ -46,7 +47,9 @@ std::vector<std::string> lex(std::string_view text, bool any_whitespace) {
 class ConfParser {
  public:
   ConfParser(std::string_view text, AllocatorConfig& config)
-      : config_(config), tokens_(lex(text, config.torch_version >= 209)) {}
+      : config_(config),
+        release_facts_(allocator_release_facts(config.torch_version)),
+        tokens_(lex(text, release_facts_.conf_drops_any_whitespace)) {}
 
   void parse() {
     for (index_ = 0; index_ < tokens_.size(); ++index_) {
@@ -100,7 +103,7 @@ class ConfParser {
       if (value != "native") fail("Unknown allocator backend, options are native and cudaMallocAsync");
     } else if (key_ == "max_split_size_mb") {
       config_.max_split_size = parse_megabytes_above_20("max_split_size_mb");
-    } else if (key_ == "max_non_split_rounding_mb" && config_.torch_version >= 206) {
+    } else if (key_ == "max_non_split_rounding_mb" && release_facts_.conf_max_non_split_rounding_mb) {
       config_.max_non_split_rounding_size = parse_megabytes_above_20("max_non_split_rounding_mb");
     } else if (key_ == "roundup_power2_divisions") {
       parse_roundup_divisions();
@@ -119,7 +122,7 @@ class ConfParser {
       config_.release_lock_on_cudamalloc = parse_bool(key_);
     } else if (key_ == "pinned_use_cuda_host_register" || key_ == "pinned_use_hip_host_register") {
       config_.pinned_use_cuda_host_register = parse_bool(key_);
-    } else if (key_ == "pinned_use_background_threads" && config_.torch_version >= 206) {
+    } else if (key_ == "pinned_use_background_threads" && release_facts_.conf_pinned_use_background_threads) {
       config_.pinned_use_background_threads = parse_bool(key_);
     } else if (key_ == "pinned_num_register_threads") {
       expect(":");
@@ -136,16 +139,16 @@ class ConfParser {
   uint64_t parse_megabytes_above_20(const std::string& option) {
     expect(":");
     uint64_t megabytes = parse_unsigned(next_token("a value"));
-    bool too_small = config_.torch_version >= 209 ? megabytes < 20 : megabytes <= 20;
+    bool too_small = release_facts_.conf_split_size_accepts_20 ? megabytes < 20 : megabytes <= 20;
     if (too_small)
       fail("CachingAllocator option " + option + " too small, must be " +
-           (config_.torch_version >= 209 ? ">= 20" : "> 20"));
+           (release_facts_.conf_split_size_accepts_20 ? ">= 20" : "> 20"));
     return megabytes << 20;
   }
 
   bool valid_division(uint64_t value, bool in_list) const {
     if (std::has_single_bit(value)) return true;
-    return in_list && value == 0 && config_.torch_version >= 204;
+    return in_list && value == 0 && release_facts_.conf_roundup_accepts_zero;
   }
 
   void parse_roundup_divisions() {
@@ -158,7 +161,7 @@ class ConfParser {
       table.fill(divisions);
       return;
     }
-    const char* const list_error = config_.torch_version >= 204
+    const char* const list_error = release_facts_.conf_roundup_accepts_zero
                                        ? "For roundups, the divisions has to be power of 2 or 0 to disable roundup "
                                        : "For roundups, the divisions has to be power of 2 ";
     bool first_key = true;
@@ -171,7 +174,7 @@ class ConfParser {
       if (!valid_division(divisions, true)) fail(list_error);
       if (interval == ">") {
         // Through 2.8 the fill starts at the last key's own entry, overwriting it.
-        size_t start = config_.torch_version >= 209 ? last_index + 1 : last_index;
+        size_t start = release_facts_.conf_roundup_fill_after_last_key ? last_index + 1 : last_index;
         for (size_t i = start; i < table.size(); ++i) table[i] = divisions;
       } else {
         uint64_t megabytes = parse_unsigned(interval);
@@ -191,6 +194,7 @@ class ConfParser {
   }
 
   AllocatorConfig& config_;
+  const AllocatorReleaseFacts& release_facts_;
   std::vector<std::string> tokens_;
   size_t index_ = 0;
   std::string key_;

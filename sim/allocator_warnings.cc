@@ -2,6 +2,8 @@
 // implies but its documentation does not spell out.
 #include "sim/allocator_warnings.h"
 
+#include "sim/allocator_release_facts.h"
+
 namespace oomcast::sim {
 
 std::vector<std::string> allocator_config_warnings(const AllocatorConfig& config, bool memory_fraction_set) {
@@ -20,11 +22,12 @@ std::vector<std::string> allocator_config_warnings(const AllocatorConfig& config
     warnings.push_back(
         "garbage_collection_threshold with expandable_segments:True: garbage collection frees only whole "
         "non-expandable segments, so it reclaims nothing here");
-  if (config.torch_version >= 206 && !max_split_set && config.max_non_split_rounding_size != (20ull << 20))
+  const AllocatorReleaseFacts& release = allocator_release_facts(config.torch_version);
+  if (release.conf_max_non_split_rounding_mb && !max_split_set && config.max_non_split_rounding_size != (20ull << 20))
     warnings.push_back(
         "max_non_split_rounding_mb has no effect without max_split_size_mb: it only bounds how much larger a "
         "cached block may be when it serves a request of max_split_size_mb or more");
-  if (config.torch_version <= 203) {
+  if (!release.roundup_one_division_rounds) {
     for (uint64_t divisions : config.roundup_power2_divisions) {
       if (divisions == 1) {
         warnings.push_back(

@@ -19,7 +19,7 @@ const char* segment_decision_name(SegmentDecision::Kind kind) {
 }
 
 CachingAllocator::CachingAllocator(const AllocatorConfig& config, Device& device)
-    : config_(config), device_(device) {
+    : config_(config), release_facts_(&allocator_release_facts(config_.torch_version)), device_(device) {
   stats_.max_split_size =
       config_.max_split_size == AllocatorConfig::kUnlimited ? -1 : static_cast<int64_t>(config_.max_split_size);
 }
@@ -71,7 +71,7 @@ Block* CachingAllocator::malloc(uint64_t requested, uint64_t stream) {
     // 2.10+ tries the use_on_oom pools before freeing any cache; 2.8 and 2.9 only as the last
     // resort after the whole retry (below).
     const bool has_oom_fallback = !use_on_oom_pools_.empty();
-    if (!block && has_oom_fallback && config_.torch_version >= 210) [[unlikely]]
+    if (!block && has_oom_fallback && release_facts_->use_on_oom_pools_before_release) [[unlikely]]
       block = take_from_use_on_oom_pool(pool, stream, size);
     if (!block && release_available_cached_blocks(pool, stream, size))
       block = alloc_block(pool, stream, size, alloc_size, false);
@@ -83,7 +83,7 @@ Block* CachingAllocator::malloc(uint64_t requested, uint64_t stream) {
       stats_.num_alloc_retries += 1;
       block = alloc_block(pool, stream, size, alloc_size, true);
     }
-    if (!block && has_oom_fallback && config_.torch_version < 210) [[unlikely]]
+    if (!block && has_oom_fallback && !release_facts_->use_on_oom_pools_before_release) [[unlikely]]
       block = take_from_use_on_oom_pool(pool, stream, size);
     if (!block) {
       fail_with_oom(requested, size, alloc_size);
@@ -111,7 +111,8 @@ Block* CachingAllocator::get_free_block(BlockPool& pool, uint64_t stream, uint64
   }
   uint64_t max_split = config_.max_split_size;
   if (size < max_split && block->size >= max_split) return nullptr;
-  uint64_t tolerance = config_.torch_version >= 206 ? config_.max_non_split_rounding_size : kLargeBuffer;
+  const uint64_t tolerance =
+      release_facts_->conf_max_non_split_rounding_mb ? config_.max_non_split_rounding_size : kLargeBuffer;
   if (size >= max_split && block->size >= size + tolerance) return nullptr;
   pool.erase(block);
   return block;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sim/allocator_config.h"
+#include "sim/allocator_release_facts.h"
 #include "sim/block.h"
 #include "sim/block_pool.h"
 #include "sim/device.h"
@@ -204,6 +205,7 @@ class CachingAllocator {
   void release_expandable_segment(ExpandableSegment* segment, Block* whole_range);
 
   AllocatorConfig config_;
+  const AllocatorReleaseFacts* release_facts_;  // config_.torch_version's, read on the hot paths
   Device& device_;
   BlockPool small_pool_{true};
   BlockPool large_pool_{false};

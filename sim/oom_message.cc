@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "sim/allocator_release_facts.h"
+
 namespace oomcast::sim {
 
 std::string format_size(uint64_t bytes) {
@@ -38,26 +40,26 @@ std::string oom_message_2_1(const OomFigures& f) {
 }
 
 std::string current_oom_message(const OomFigures& f) {
-  if (f.torch_version <= 200) return legacy_oom_message(f);
-  if (f.torch_version == 201) return oom_message_2_1(f);
+  const AllocatorReleaseFacts& release = allocator_release_facts(f.torch_version);
+  if (!release.oom_text_total_capacity) return legacy_oom_message(f);
+  if (release.oom_text_capacity_typo) return oom_message_2_1(f);
   std::string text = "CUDA out of memory. Tried to allocate " + format_size(f.alloc_size) + ". GPU " +
                      std::to_string(f.device_index) + " has a total capacity of " + format_size(f.device_total) +
                      " of which " + format_size(f.device_free) + " is free. ";
   if (f.nvml_available)
     text += "Including non-PyTorch memory, this process has " + format_size(f.process_in_use) + " memory in use. ";
-  if (f.memory_fraction_set && f.torch_version >= 205) text += format_size(f.allowed_bytes) + " allowed; ";
-  // From 2.4 (#124673) the free blocks cached in private pools count as allocated, named apart.
-  uint64_t in_private_pools = f.torch_version >= 204 ? f.cached_in_private_pools : 0;
+  if (f.memory_fraction_set && release.oom_text_allowed_bytes) text += format_size(f.allowed_bytes) + " allowed; ";
+  uint64_t in_private_pools = release.oom_text_counts_private_pools ? f.cached_in_private_pools : 0;
   uint64_t allocated = f.allocated_bytes + in_private_pools;
   uint64_t unallocated = f.reserved_bytes > allocated ? f.reserved_bytes - allocated : 0;
   text += "Of the allocated memory " + format_size(allocated) + " is allocated by PyTorch, ";
   if (in_private_pools > 0) text += "with " + format_size(in_private_pools) + " allocated in private pools (e.g., CUDA Graphs), ";
   text += "and " + format_size(unallocated) + " is reserved by PyTorch but unallocated.";
-  bool hint = !(f.expandable_segments && f.torch_version >= 211);
+  const bool hint = !(f.expandable_segments && release.oom_text_no_hint_when_expandable);
   if (hint)
     text += " If reserved but unallocated memory is large try setting "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
-  if (f.torch_version >= 207) {
+  if (release.oom_text_docs_pytorch_org_url) {
     text += "  See documentation for Memory Management  "
             "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)";
   } else {

@@ -55,6 +55,16 @@ std::string describe_unsupported_opcode(uint8_t op) {
 }
 
 uint64_t read_le(const uint8_t* p, size_t n) {
+  // The widths opcodes use, as one load each (most opcodes read one of them).
+  if constexpr (std::endian::native == std::endian::little) {
+    switch (n) {
+      case 1: return p[0];
+      case 2: { uint16_t v; std::memcpy(&v, p, 2); return v; }
+      case 4: { uint32_t v; std::memcpy(&v, p, 4); return v; }
+      case 8: { uint64_t v; std::memcpy(&v, p, 8); return v; }
+      default: break;
+    }
+  }
   uint64_t value = 0;
   for (size_t i = 0; i < n; ++i) value |= uint64_t{p[i]} << (8 * i);
   return value;
@@ -155,8 +165,8 @@ void Document::fail(uint64_t offset, const std::string& key, const std::string& 
 }
 
 // The memo: Python's unpickler remembers every string and container, millions of them in a
-// big snapshot. Chunks double in size (1 Ki values, 2 Ki, ...), so the memo grows without
-// copying what it holds, small pickles stay cheap, and big chunks get huge pages.
+// big snapshot. One array (large ones get huge pages), doubled as it fills: a fetch, one per
+// shared frame of a stack trace, is a bounds check and a load.
 class Memo {
  public:
   // How many slots are filled: the index MEMOIZE uses, as in CPython's unpickler.
@@ -165,45 +175,23 @@ class Memo {
   uint64_t size() const { return size_; }
   const Value* find(uint64_t index) const {
     if (index >= size_) return nullptr;
-    const Value& slot = slot_at(index);
+    const Value& slot = slots_[index];
     return slot.kind() == Kind::Unset ? nullptr : &slot;
   }
   // Requires: `index` has been checked against the input size, as every slot up to it is
   // allocated.
   void put(uint64_t index, const Value& value) {
-    while (index >= capacity_) {
-      const size_t chunk_size = size_t{1} << (kFirstChunkBits + chunks_.size());
-      chunks_.emplace_back(chunk_size);
-      capacity_ += chunk_size;
-    }
+    if (index >= slots_.size()) slots_.resize(std::max<uint64_t>({index + 1, 2 * slots_.size(), 1024}), Value{});
     if (index >= size_) size_ = index + 1;
-    Value& slot = slot_at(index);
+    Value& slot = slots_[index];
     if (slot.kind() == Kind::Unset) ++count_;
     slot = value;
   }
 
  private:
-  static constexpr int kFirstChunkBits = 10;
-  // Chunk k holds indices [2^b (2^k - 1), 2^b (2^(k+1) - 1)) where b = kFirstChunkBits.
-  static size_t chunk_of(uint64_t index) {
-    return static_cast<size_t>(std::bit_width((index >> kFirstChunkBits) + 1) - 1);
-  }
-  static uint64_t first_index_of(size_t chunk) {
-    return ((uint64_t{1} << chunk) - 1) << kFirstChunkBits;
-  }
-  const Value& slot_at(uint64_t index) const {
-    const size_t chunk = chunk_of(index);
-    return chunks_[chunk][index - first_index_of(chunk)];
-  }
-  Value& slot_at(uint64_t index) {
-    const size_t chunk = chunk_of(index);
-    return chunks_[chunk][index - first_index_of(chunk)];
-  }
-
-  std::vector<std::vector<Value, HugePageAllocator<Value>>> chunks_;
+  std::vector<Value, HugePageAllocator<Value>> slots_;  // Unset where nothing was stored
   uint64_t size_ = 0;
   uint64_t count_ = 0;
-  uint64_t capacity_ = 0;
 };
 
 // Runs the opcodes. Python's unpickler keeps the items pushed since the last MARK on a
@@ -219,7 +207,10 @@ class Parser {
     // Real snapshots (stack traces skipped) keep about one item per 10 input bytes. Reserving
     // address space for 2 per 16 means no regrowth, which would touch and copy it all again;
     // pages never written cost nothing.
-    doc_.items_.reserve(size / 8);
+    // Stack traces kept: a frame shared through the memo costs one 2-byte BINGET and one
+    // item, so reserve one per 2 bytes.
+    doc_.items_.reserve(options.skip_value_of_key.empty() ? size / 2 : size / 8);
+    stack_.reserve(1024);
   }
 
   Document run();
@@ -276,7 +267,8 @@ class Parser {
   void add_to(const Value& target, Kind target_kind, const Value* first, size_t count,
               size_t op_pos, const char* what);
   void memo_put(uint64_t index, size_t op_pos);
-  void memo_get(uint64_t index, size_t op_pos);
+  inline void memo_get(uint64_t index, size_t op_pos);
+  void memo_get_slow(uint64_t index, size_t op_pos);
   // Pushes a str or bytes value whose length comes first in `length_bytes` bytes.
   void push_text(Kind kind, size_t length_bytes, size_t op_pos, const char* what);
   void push_long(size_t n, uint8_t header, size_t op_pos);
@@ -358,6 +350,17 @@ void Parser::memo_put(uint64_t index, size_t op_pos) {
 }
 
 void Parser::memo_get(uint64_t index, size_t op_pos) {
+  // The common case first, without a call out of line: a stored value, room on the stack.
+  if (!skipping_context() && stack_.size() < stack_.capacity()) {
+    if (const Value* value = memo_.find(index)) {
+      stack_.push_back(*value);
+      return;
+    }
+  }
+  memo_get_slow(index, op_pos);
+}
+
+void Parser::memo_get_slow(uint64_t index, size_t op_pos) {
   if (skipping_context() && index < memo_.size()) {
     // Inside a skipped value (a stack trace, mostly shared frames fetched from the memo)
     // the value is dropped anyway; not reading it saves a cache miss per frame.

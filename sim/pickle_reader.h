@@ -38,6 +38,8 @@ const char* kind_name(Kind kind);
 // opcode that produced it, so errors about it can say where it is.
 class Value {
  public:
+  // Trivial, so arrays of values are allocated without writing them first; Value{} is an
+  // Unset value (all zero).
   Value() = default;
   Kind kind() const { return static_cast<Kind>(tag_ & 0xff); }
   uint64_t offset() const { return tag_ >> 16; }
@@ -66,8 +68,8 @@ class Value {
   // Where the data of a String, Bytes or BigInt starts, relative to offset().
   uint8_t header_size() const { return static_cast<uint8_t>(tag_ >> 8); }
 
-  uint64_t tag_ = 0;      // kind (8 bits) | header size (8 bits) | opcode offset (48 bits)
-  uint64_t payload_ = 0;  // int value, double bits, bool, string length or container index
+  uint64_t tag_;      // kind (8 bits) | header size (8 bits) | opcode offset (48 bits)
+  uint64_t payload_;  // int value, double bits, bool, string length or container index
 };
 
 // A decoded pickle. Owns its containers; strings are views into the input bytes, which
@@ -84,6 +86,12 @@ class Document {
   std::span<const Value> items(const Value& value) const;
   // The value stored under the string key `key`, or nullptr. Linear: dicts here are small.
   const Value* find(const Value& dict, std::string_view key) const;
+
+  // How many containers the document holds, and which one a List, Tuple, Dict or Set value
+  // is (0 .. container_count() - 1): the same container fetched twice from the pickle's
+  // memo (an object the pickler saw before) has the same index. Requires: a container kind.
+  size_t container_count() const { return containers_.size(); }
+  uint64_t container_index(const Value& value) const { return value.payload_; }
 
   // Stores the value of a non-negative Int, or of a BigInt below 2^64, in `out`. Returns
   // false (and leaves `out` alone) for negative ints, ints of 2^64 or more and other kinds.
@@ -108,7 +116,7 @@ class Document {
   size_t size_ = 0;
   std::vector<Span, HugePageAllocator<Span>> containers_;
   std::vector<Value, HugePageAllocator<Value>> items_;
-  Value root_;
+  Value root_{};
 };
 
 struct ParseOptions {

@@ -6,6 +6,7 @@
 
 #include "base/input_error.h"
 #include "base/progress.h"
+#include "sim/allocator_release_facts.h"
 #include "sim/caching_allocator.h"
 #include "sim/work_counters.h"
 
@@ -150,8 +151,9 @@ void Replayer::enter_mem_pool(const Trace& trace, size_t index) {
                                std::to_string(version % 100) + ", where MemPool() raises TypeError (set the torch "
                                "version to " + since + " or later)");
     };
-    if ((options & kMemPoolUseOnOom) && version < 208) refuse_older("use_on_oom", "2.8");
-    if ((options & kMemPoolNoSplit) && version < 210) refuse_older("no_split", "2.10");
+    const AllocatorReleaseFacts& release = allocator_release_facts(version);
+    if ((options & kMemPoolUseOnOom) && !release.mem_pool_use_on_oom) refuse_older("use_on_oom", "2.8");
+    if ((options & kMemPoolNoSplit) && !release.mem_pool_no_split) refuse_older("no_split", "2.10");
     user_pools_.push_back(UserPool{name, next_pool_id_++, false});
     pool = &user_pools_.back();
     allocator_->create_pool(pool->pool_id, options & kMemPoolUseOnOom, options & kMemPoolNoSplit);

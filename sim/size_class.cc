@@ -3,6 +3,8 @@
 
 #include <bit>
 
+#include "sim/allocator_release_facts.h"
+
 namespace oomcast::sim {
 
 size_t roundup_division_index(uint64_t size) {
@@ -26,7 +28,7 @@ uint64_t round_to_power2_division(uint64_t size, uint64_t divisions) {
 uint64_t round_size(uint64_t size, const AllocatorConfig& config) {
   if (size < kMinBlockSize) return kMinBlockSize;
   uint64_t divisions = config.roundup_power2_divisions[roundup_division_index(size)];
-  if (config.torch_version <= 203) {
+  if (!allocator_release_facts(config.torch_version).roundup_one_division_rounds) {
     // 2.3 and earlier: any non-zero count goes to the division routine, which returns the
     // size unchanged for a count of 1 (the bug fixed by PR #126830).
     if (divisions > 0) {

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <span>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "base/input_error.h"
 #include "sim/gzip_file.h"
@@ -193,28 +195,51 @@ SnapshotSegment parse_segment(const Document& doc, const Value& value, size_t in
   return segment;
 }
 
-SnapshotTraceEntry::Action parse_action(std::string_view action) {
-  using Action = SnapshotTraceEntry::Action;
-  if (action == "alloc") return Action::Alloc;
-  if (action == "free_requested") return Action::FreeRequested;
-  if (action == "free_completed") return Action::FreeCompleted;
-  if (action == "segment_alloc") return Action::SegmentAlloc;
-  if (action == "segment_free") return Action::SegmentFree;
-  if (action == "segment_map") return Action::SegmentMap;
-  if (action == "segment_unmap") return Action::SegmentUnmap;
-  if (action == "oom") return Action::Oom;
-  if (action == "snapshot") return Action::Snapshot;
-  return Action::Other;
-}
+// Which of a few names a dict key is (its index in `names`, -1 for another key or a key
+// that is not a str), decided once per distinct key string: the pickler memoises keys, so
+// every later copy of a key is fetched with the offset of its first.
+class KeyNames {
+ public:
+  explicit KeyNames(std::initializer_list<std::string_view> names) : names_(names) {}
+  int index(const Document& doc, const Value& key) {
+    if (!key.is_string()) return -1;
+    for (size_t i = 0; i < known_; ++i)
+      if (offsets_[i] == key.offset()) return indices_[i];
+    const std::string_view text = doc.text(key);
+    int found = -1;
+    for (size_t i = 0; i < names_.size(); ++i)
+      if (names_[i] == text) found = static_cast<int>(i);
+    if (known_ < kSize) {
+      offsets_[known_] = key.offset();
+      indices_[known_++] = found;
+    }
+    return found;
+  }
 
+ private:
+  static constexpr size_t kSize = 32;
+  std::vector<std::string_view> names_;
+  uint64_t offsets_[kSize] = {};
+  int indices_[kSize] = {};
+  size_t known_ = 0;
+};
+
+// One pass over the entry's keys: traces hold most of a snapshot's dicts.
+// The keys of a trace entry that parse_trace_entry reads.
+enum EntryKey { kAction, kAddr, kSize, kStream, kTimeUs, kDeviceFree, kFrames };
+KeyNames entry_keys() { return KeyNames{"action", "addr", "size", "stream", "time_us", "device_free", "frames"}; }
+// The actions oomcast knows, in SnapshotTraceEntry::Action's order, then the markers.
 // Actions that change no block: user_defined (torch.cuda.memory._record_memory_history's
 // user markers) and annotate. Any other action is one oomcast does not know; it may allocate
 // or free, so dropping it would replay a different run: refused (sim/snapshot_test.cc).
-bool is_marker_action(std::string_view action) { return action == "user_defined" || action == "annotate"; }
+KeyNames action_names() {
+  return KeyNames{"alloc",         "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
+                  "segment_unmap", "oom",            "snapshot",       "user_defined",  "annotate"};
+}
 
-// One pass over the entry's keys: traces hold most of a snapshot's dicts.
+// `frames` receives the entry's "frames" value (nullptr when it has none).
 SnapshotTraceEntry parse_trace_entry(const Document& doc, const Value& value, size_t device,
-                                     size_t index) {
+                                     size_t index, KeyNames& keys, KeyNames& actions, const Value** frames) {
   using Action = SnapshotTraceEntry::Action;
   const Path path{"device_traces", static_cast<int64_t>(device), "", static_cast<int64_t>(index)};
   const auto event = static_cast<int64_t>(index);
@@ -226,20 +251,29 @@ SnapshotTraceEntry parse_trace_entry(const Document& doc, const Value& value, si
   const Value* device_free = nullptr;
   const Value* size = nullptr;
   std::span<const Value> items = doc.items(dict);
+  *frames = nullptr;
   for (size_t i = 0; i + 1 < items.size(); i += 2) {
-    const std::string_view key = doc.text(items[i]);
     const Value& v = items[i + 1];
-    if (key == "action") action = &v;
-    else if (key == "addr") addr = &v;
-    else if (key == "size") size = &v;
-    else if (key == "stream") entry.stream = fields.stream(v, key);
-    else if (key == "time_us") entry.time_us = fields.integer(v, key);
-    else if (key == "device_free") device_free = &v;
+    switch (keys.index(doc, items[i])) {
+      case kAction: action = &v; break;
+      case kAddr: addr = &v; break;
+      case kSize: size = &v; break;
+      case kStream: entry.stream = fields.stream(v, "stream"); break;
+      case kTimeUs: entry.time_us = fields.integer(v, "time_us"); break;
+      case kDeviceFree: device_free = &v; break;
+      case kFrames: *frames = &v; break;
+      default: break;
+    }
   }
   if (!action) fields.missing(dict, "action");
   const std::string_view action_name = fields.string(*action, "action");
-  entry.action = parse_action(action_name);
-  if (entry.action == Action::Other && !is_marker_action(action_name)) {
+  // The action strings are memoised too: each distinct one is compared once.
+  static constexpr Action kActions[] = {Action::Alloc,        Action::FreeRequested, Action::FreeCompleted,
+                                        Action::SegmentAlloc, Action::SegmentFree,   Action::SegmentMap,
+                                        Action::SegmentUnmap, Action::Oom,           Action::Snapshot};
+  const int action_index = actions.index(doc, *action);
+  entry.action = action_index >= 0 && action_index < 9 ? kActions[action_index] : Action::Other;
+  if (entry.action == Action::Other && action_index < 0) {
     fields.fail(*action, "action",
                 "unknown trace action '" + std::string(action_name) + "' (known: alloc, free_requested, "
                 "free_completed, segment_alloc, segment_free, segment_map, segment_unmap, oom, snapshot, "
@@ -321,23 +355,43 @@ struct FramePositionHash {
 };
 
 // Interns the frames of `entries` (one device's trace): strings are built once per distinct
-// frame. Entries, frame lists and frames of an unexpected shape contribute nothing.
-SnapshotFrames intern_frames(const Document& doc, std::span<const Value> entries) {
+// frame, and a frame dict the pickle shares between entries (torch's snapshots share each
+// distinct frame's dict) is read once. Entries, frame lists and frames of an unexpected shape
+// contribute nothing.
+SnapshotFrames intern_frames(const Document& doc, std::span<const Value* const> entry_frames) {
   SnapshotFrames out;
-  out.entry_frames.resize(entries.size());
+  out.entry_frames.reserve(entry_frames.size());
   std::unordered_map<FramePosition, uint32_t, FramePositionHash> ids_by_position;
   std::unordered_map<FrameKey, uint32_t, FrameKeyHash> ids;
-  for (size_t e = 0; e < entries.size(); ++e) {
-    if (!entries[e].is_dict()) continue;
-    const Value* frames = doc.find(entries[e], "frames");
+  // Per container of the document: its frame id + 1 once read as a frame dict (0: not yet).
+  std::vector<uint32_t> id_of_container(doc.container_count(), 0);
+  enum FrameField { kName, kFilename, kLine };
+  KeyNames keys{"name", "filename", "line"};
+  for (size_t e = 0; e < entry_frames.size(); ++e) {
+    out.entry_frames.start_entry();
+    const Value* frames = entry_frames[e];
     if (!frames || !frames->is_sequence()) continue;
     std::span<const Value> list = doc.items(*frames);
-    out.entry_frames[e].reserve(list.size());
     for (const Value& frame : list) {
       if (!frame.is_dict()) continue;
-      const Value* name = doc.find(frame, "name");
-      const Value* filename = doc.find(frame, "filename");
-      const Value* line = doc.find(frame, "line");
+      uint32_t& cached = id_of_container[doc.container_index(frame)];
+      if (cached != 0) {
+        out.entry_frames.add(cached - 1);
+        continue;
+      }
+      // One pass over the keys; a repeated key keeps its last value, as in Python.
+      const Value* name = nullptr;
+      const Value* filename = nullptr;
+      const Value* line = nullptr;
+      std::span<const Value> items = doc.items(frame);
+      for (size_t i = 0; i + 1 < items.size(); i += 2) {
+        switch (keys.index(doc, items[i])) {
+          case kName: name = &items[i + 1]; break;
+          case kFilename: filename = &items[i + 1]; break;
+          case kLine: line = &items[i + 1]; break;
+          default: break;
+        }
+      }
       if (name && !name->is_string()) name = nullptr;
       if (filename && !filename->is_string()) filename = nullptr;
       const int64_t line_number = line && line->is_int() ? line->int_value() : 0;
@@ -351,7 +405,8 @@ SnapshotFrames intern_frames(const Document& doc, std::span<const Value> entries
         if (inserted) out.frames.push_back(SnapshotFrame{std::string(key.name), std::string(key.filename), key.line});
         known->second = at->second;
       }
-      out.entry_frames[e].push_back(known->second);
+      cached = known->second + 1;
+      out.entry_frames.add(known->second);
     }
   }
   return out;
@@ -393,15 +448,20 @@ Snapshot parse_snapshot(const std::string& name, const uint8_t* data, size_t siz
   if (const Value* traces = doc.find(root, "device_traces")) {
     std::span<const Value> devices = fields.list(*traces, "device_traces");
     snapshot.device_traces.resize(devices.size());
+    KeyNames keys = entry_keys();
+    KeyNames actions = action_names();
     for (size_t d = 0; d < devices.size(); ++d) {
       const FieldReader device_fields(doc, Path{"device_traces", static_cast<int64_t>(d)});
       std::span<const Value> entries = device_fields.list(devices[d], "device_traces");
       std::vector<SnapshotTraceEntry>& out = snapshot.device_traces[d];
       out.reserve(entries.size());
+      const bool with_frames = static_cast<int64_t>(d) == read_options.frames_of_device;
+      std::vector<const Value*> frames(with_frames ? entries.size() : 0);
+      const Value* ignored = nullptr;
       for (size_t i = 0; i < entries.size(); ++i) {
-        out.push_back(parse_trace_entry(doc, entries[i], d, i));
+        out.push_back(parse_trace_entry(doc, entries[i], d, i, keys, actions, with_frames ? &frames[i] : &ignored));
       }
-      if (static_cast<int64_t>(d) == read_options.frames_of_device) snapshot.frames = intern_frames(doc, entries);
+      if (with_frames) snapshot.frames = intern_frames(doc, frames);
     }
   }
   if (const Value* settings = doc.find(root, "allocator_settings")) {

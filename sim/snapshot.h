@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,10 +55,34 @@ struct SnapshotFrame {
   int64_t line = 0;
 };
 
+// Per trace entry, a list of frame ids (innermost first); all lists share one array.
+class EntryFrameLists {
+ public:
+  size_t size() const { return starts_.size(); }
+  std::span<const uint32_t> operator[](size_t entry) const {
+    const size_t end = entry + 1 < starts_.size() ? starts_[entry + 1] : ids_.size();
+    return {ids_.data() + starts_[entry], end - starts_[entry]};
+  }
+  // True when some entry has a frame.
+  bool any() const { return !ids_.empty(); }
+  // Appends the next entry with no frames yet; add() appends to it.
+  void start_entry() { starts_.push_back(ids_.size()); }
+  void add(uint32_t id) { ids_.push_back(id); }
+  void push_back(std::span<const uint32_t> ids) {
+    start_entry();
+    ids_.insert(ids_.end(), ids.begin(), ids.end());
+  }
+  void reserve(size_t entries) { starts_.reserve(entries); }
+
+ private:
+  std::vector<size_t> starts_;  // per entry: where its list begins in ids_
+  std::vector<uint32_t> ids_;
+};
+
 // The frames of one device's trace entries, interned: each distinct frame is kept once.
 struct SnapshotFrames {
-  std::vector<SnapshotFrame> frames;                // distinct frames
-  std::vector<std::vector<uint32_t>> entry_frames;  // per trace entry: frame ids, innermost first
+  std::vector<SnapshotFrame> frames;  // distinct frames
+  EntryFrameLists entry_frames;       // per trace entry: frame ids, innermost first
 };
 
 struct SnapshotReadOptions {

@@ -212,6 +212,82 @@ std::vector<RestoredBlock> blocks_of(const RecordedLayout& layout, uint64_t addr
   return blocks;
 }
 
+// The trace of a recording, as TraceBuilder would build it from the ids
+// "<hex address>.<generation>" (the generation counts the allocs at that address), but keyed
+// by address: no id string is built or hashed per event, only one name per slot.
+class AddressTraceBuilder {
+ public:
+  AddressTraceBuilder() { trace_.strings.emplace_back(); }
+  uint32_t adopt(uint64_t address, bool pending) {
+    const uint32_t slot = new_slot(address, 0);
+    requested_.back() = pending;
+    return slot;
+  }
+  void alloc(uint64_t address, uint64_t bytes, uint64_t stream) {
+    trace_.events.push_back(Event{EventKind::Alloc, new_slot(address, 1), 0, bytes, stream});
+  }
+  // The rules of TraceBuilder::free, free_requested and free_completed.
+  bool free(uint64_t address) {
+    Address* at = live(address);
+    if (!at || requested_[at->slot]) return false;
+    trace_.events.push_back(Event{EventKind::Free, at->slot, 0, 0, 0});
+    at->live = false;
+    return true;
+  }
+  bool free_requested(uint64_t address) {
+    Address* at = live(address);
+    if (!at || requested_[at->slot]) return false;
+    trace_.events.push_back(Event{EventKind::FreeRequested, at->slot, 0, 0, 0});
+    requested_[at->slot] = 1;
+    return true;
+  }
+  bool free_completed(uint64_t address) {
+    Address* at = live(address);
+    if (!at || !requested_[at->slot]) return false;
+    requested_[at->slot] = 0;
+    trace_.events.push_back(Event{EventKind::FreeCompleted, at->slot, 0, 0, 0});
+    at->live = false;
+    return true;
+  }
+  void empty_cache() { trace_.events.push_back(Event{EventKind::EmptyCache, 0, 0, 0, 0}); }
+  Trace take() { return std::move(trace_); }
+
+ private:
+  struct Address {
+    uint32_t slot = 0;        // its newest slot; an earlier one never freed is out of reach, as its id is
+    bool live = false;
+    uint64_t generation = 0;  // allocs seen at this address
+  };
+  Address* live(uint64_t address) {
+    auto it = addresses_.find(address);
+    return it != addresses_.end() && it->second.live ? &it->second : nullptr;
+  }
+  // A slot named "<hex address>.<generation>" after `allocs` more allocs at `address`.
+  uint32_t new_slot(uint64_t address, uint64_t allocs) {
+    Address& at = addresses_[address];
+    at.generation += allocs;
+    at.slot = static_cast<uint32_t>(trace_.slot_names.size());
+    at.live = true;
+    char name[48];
+    char* end = name + sizeof name;
+    char* p = end;
+    uint64_t generation = at.generation;
+    do *--p = static_cast<char>('0' + generation % 10); while ((generation /= 10) != 0);
+    *--p = '.';
+    uint64_t hex_digits = address;
+    do *--p = "0123456789abcdef"[hex_digits & 15]; while ((hex_digits >>= 4) != 0);
+    *--p = 'x';
+    *--p = '0';
+    trace_.slot_names.emplace_back(p, end);
+    requested_.push_back(0);
+    return at.slot;
+  }
+
+  Trace trace_;
+  std::unordered_map<uint64_t, Address> addresses_;
+  std::vector<uint8_t> requested_;                     // per slot: free requested, not completed
+};
+
 std::string describe(const SegmentDecision& decision) {
   return std::string(segment_decision_name(decision.kind)) + " " + std::to_string(decision.size) + " at " +
          hex(decision.address);
@@ -229,6 +305,29 @@ AllocatorConfig snapshot_allocator_config(const Snapshot& snapshot) {
     if (snapshot.max_split_size > 0) config.max_split_size = static_cast<uint64_t>(snapshot.max_split_size);
   }
   return config;
+}
+
+std::vector<LiveBlock> live_blocks_after(const SnapshotReplayReport& report, size_t event) {
+  const Trace& trace = report.trace;
+  std::vector<LiveBlock> blocks;
+  if (event >= trace.events.size()) return blocks;
+  std::vector<size_t> alloc_event(report.block_bytes_of_slot.size(), SIZE_MAX);
+  std::vector<uint8_t> live(report.block_bytes_of_slot.size(), 0);
+  std::fill_n(live.begin(), std::min(live.size(), report.initial_allocated_blocks), 1);
+  for (size_t i = 0; i <= event; ++i) {
+    const Event& e = trace.events[i];
+    if (e.slot >= live.size()) continue;
+    if (e.kind == EventKind::Alloc) {
+      live[e.slot] = 1;
+      alloc_event[e.slot] = i;
+    } else if (e.kind == EventKind::Free || e.kind == EventKind::FreeCompleted) {
+      live[e.slot] = 0;  // a requested free keeps its block until it completes
+    }
+  }
+  for (size_t slot = 0; slot < live.size(); ++slot)
+    if (live[slot] && report.block_bytes_of_slot[slot] > 0)
+      blocks.push_back(LiveBlock{alloc_event[slot], report.block_bytes_of_slot[slot]});
+  return blocks;
 }
 
 std::vector<int> snapshot_devices(const Snapshot& snapshot) {
@@ -292,13 +391,11 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
   report.starts_empty = start.segments.empty();
 
   // The trace the recording implies, and the decisions it recorded.
-  TraceBuilder builder;
-  std::unordered_map<uint64_t, uint64_t> generation;
-  auto id_for = [&](uint64_t address) { return hex(address) + "." + std::to_string(generation[address]); };
+  AddressTraceBuilder builder;
   std::map<uint64_t, uint32_t> initial_slots;  // address -> slot
   std::unordered_set<uint64_t> deferred;  // addresses whose free was requested, not yet completed
   for (const auto& [address, block] : start.allocated) {
-    initial_slots[address] = block.pending ? builder.adopt_pending(id_for(address)) : builder.adopt(id_for(address));
+    initial_slots[address] = builder.adopt(address, block.pending);
     if (block.pending) deferred.insert(address);
   }
   std::vector<SegmentDecision> recorded;
@@ -316,8 +413,7 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
     auto index = static_cast<int64_t>(i);
     switch (entry.action) {
       case Action::Alloc:
-        generation[entry.addr] += 1;
-        builder.alloc(id_for(entry.addr), entry.size, entry.stream);
+        builder.alloc(entry.addr, entry.size, entry.stream);
         entry_of_event.push_back(index);
         address_of_event.push_back(entry.addr);
         break;
@@ -325,7 +421,7 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
         // Completed at once (no record_stream): one plain free, at the completion.
         if (i + 1 < entries.size() && entries[i + 1].action == Action::FreeCompleted && entries[i + 1].addr == entry.addr)
           break;
-        if (!builder.free_requested(id_for(entry.addr)))
+        if (!builder.free_requested(entry.addr))
           start.fail(index, "free_requested of " + hex(entry.addr) + ", which is not allocated");
         deferred.insert(entry.addr);
         entry_of_event.push_back(index);
@@ -333,7 +429,7 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
         break;
       case Action::FreeCompleted: {
         bool was_deferred = deferred.erase(entry.addr) > 0;
-        if (!(was_deferred ? builder.free_completed(id_for(entry.addr)) : builder.free(id_for(entry.addr))))
+        if (!(was_deferred ? builder.free_completed(entry.addr) : builder.free(entry.addr)))
           start.fail(index, "free of " + hex(entry.addr) + ", which is not allocated");
         entry_of_event.push_back(index);
         address_of_event.push_back(0);
@@ -417,7 +513,17 @@ SnapshotReplayReport replay_snapshot(const Snapshot& snapshot, const AllocatorCo
   replayer.device().script_addresses(std::move(scripted));
   replayer.device().script_reservations(std::move(facts.new_reservation_bases));
   const Trace& trace = report.trace;
+  // Block sizes: a restored block's from the rebuilt layout, an alloc's from the allocated
+  // bytes it added (the allocator counts block sizes).
+  report.block_bytes_of_slot.assign(trace.slot_names.size(), 0);
+  for (const auto& [address, slot] : initial_slots) report.block_bytes_of_slot[slot] = start.allocated.at(address).extent;
+  int64_t allocated_before = allocator.stats().allocated_bytes.all().current;
   replayer.on_event([&](size_t event) {
+    const int64_t allocated_now = allocator.stats().allocated_bytes.all().current;
+    const Event& replayed = trace.events[event];
+    if (replayed.kind == EventKind::Alloc && allocated_now > allocated_before)
+      report.block_bytes_of_slot[replayed.slot] = static_cast<uint64_t>(allocated_now - allocated_before);
+    allocated_before = allocated_now;
     if (observer) observer(event, replayer);
     uint64_t expected = address_of_event[event];
     if (expected == 0) return;

@@ -40,7 +40,21 @@ struct SnapshotReplayReport {
   uint64_t recorded_peak_allocated_bytes = 0;  // from recorded addresses; block sizes inferred by the split rule
   bool recorded_oom = false;
   std::vector<int64_t> entry_of_event;  // trace event -> index of its entry in the device trace
+  // Per trace slot: the size of the block it was given (0: none, as for a failed or zero-byte
+  // alloc). Slots [0, initial_allocated_blocks) are the blocks live at the window's start.
+  std::vector<uint64_t> block_bytes_of_slot;
 };
+
+// A block allocated right after one event of a snapshot replay.
+struct LiveBlock {
+  size_t alloc_event = SIZE_MAX;  // the trace event that allocated it; SIZE_MAX: before the window
+  uint64_t bytes = 0;             // its block size
+};
+
+// The blocks allocated right after trace event `event` of `report`'s replay (in slot order),
+// from the trace and the recorded block sizes, without replaying again. Empty when `event`
+// is past the trace's end.
+std::vector<LiveBlock> live_blocks_after(const SnapshotReplayReport& report, size_t event);
 
 // Called after each replayed event (analysis and pictures read the allocator's state there).
 using SnapshotReplayObserver = std::function<void(size_t event, Replayer& replayer)>;

@@ -247,8 +247,14 @@ def _dropout(value):
     return float(value or 0.0)
 
 
-def make_optimizer(torch, params, cfg):
+def make_optimizer(torch, params, cfg, named=None):
     kind = str(cfg.get("type", "adamw")).lower()
+    import jobs
+    if kind == "muon":
+        return jobs.MuonWithAdamW(torch, named if named is not None else [(str(i), p) for i, p in enumerate(params)], cfg,
+                                  lambda rest: make_optimizer(torch, rest, dict(cfg, type="adamw")))
+    if kind == "anyprecision_adamw":
+        return jobs.AnyPrecisionAdamW([p for p in params if p.requires_grad], cfg)
     impl = str(cfg.get("impl", "single_tensor")).lower()
     if impl == "fused":
         raise ValueError("optimizer impl 'fused' has no CPU kernel in torch 1.13 (CUDA only)")
@@ -404,7 +410,11 @@ def run(cfg, hook, log, prepare_model=None):
     elif opt_cfg.get("in_backward"):
         opt = OptimizerInBackward(torch, model.parameters(), opt_cfg)
     else:
-        opt = make_optimizer(torch, model.parameters(), opt_cfg)
+        opt = make_optimizer(torch, model.parameters(), opt_cfg, named=list(model.named_parameters()))
+        if family == "graph" and cfg.get("compile"):  # graph_models was imported above
+            if "optimizer" in graph_models.compile_scopes(cfg["compile"]):
+                # compile scope optimizer: optimizer.step wrapped in torch.compile, as recipes write it
+                opt.step = graph_models.compiled(opt.step, cfg["compile"])
     nparams = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())

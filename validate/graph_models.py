@@ -25,7 +25,10 @@ def graph_source(path):
     return None
 
 
-def _scopes(settings):
+def compile_scopes(settings):
+    """The compile: settings' scope list (empty when nothing is compiled)."""
+    if not settings:
+        return []
     scope = settings.get("scope", ["model"]) if isinstance(settings, dict) else ["model"]
     return [scope] if isinstance(scope, str) else list(scope)
 
@@ -53,7 +56,7 @@ class _WithLoss(nn.Module):
         self._loss = getattr(user, "loss", None) or runner.default_loss
         if compile_settings:  # the scenario's compile: torch.compile with inductor, as a recipe writes it
             self.inner = compiled(model, compile_settings)
-            if "loss" in _scopes(compile_settings):
+            if "loss" in compile_scopes(compile_settings):
                 self._loss = compiled(self._loss, compile_settings)
 
     def forward(self, x, y):

@@ -410,3 +410,87 @@ def run_generate_job(cfg, hook, model, dims, batch, gen):
             next_tokens = torch.argmax(next_token_logits, dim=-1)
             input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
         del cache, next_token_logits, next_tokens, input_ids
+
+
+class MuonWithAdamW:
+    """optimizer.type muon: torch.optim.Muon (torch >= 2.9) on the 2-D parameters whose names
+    match none of optimizer.adamw_params, and a torch.optim.AdamW (built by `make_adamw`) on the
+    others, stepped in that order, as torch's Muon docstring pairs them."""
+
+    DEFAULT_ADAMW = ["embed_tokens", "lm_head", "wte", "wpe", "embeddings"]
+
+    def __init__(self, torch_module, named, cfg, make_adamw):
+        patterns = cfg.get("adamw_params", self.DEFAULT_ADAMW)
+        patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+        muon, rest = [], []
+        for name, p in named:
+            if not p.requires_grad:
+                continue
+            is_muon = p.ndim == 2 and not any(name_matches(pat, _planner_name(name)) for pat in patterns)
+            (muon if is_muon else rest).append(p)
+        self.optimizers = []
+        if muon:
+            self.optimizers.append(torch_module.optim.Muon(muon, lr=float(cfg.get("lr", 1e-3)),
+                                                           nesterov=bool(cfg.get("nesterov", True)),
+                                                           ns_steps=int(cfg.get("ns_steps", 5))))
+        if rest:
+            self.optimizers.append(make_adamw(rest))
+
+    def step(self):
+        for optimizer in self.optimizers:
+            optimizer.step()
+
+    def zero_grad(self, set_to_none=True):
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=set_to_none)
+
+
+class AnyPrecisionAdamW(torch.optim.Optimizer):
+    """optimizer.type anyprecision_adamw: the AdamW of torchdistx / llama-recipes
+    (policies/anyprecision_optimizer.py, llama-cookbook 0.0.5) written out with the same tensor
+    operations in the same order, so that it allocates what that one does: per parameter a CPU
+    step counter, exp_avg and exp_avg_sq in their dtypes (and a Kahan compensation buffer), then
+    per step in-place moment updates, a centred variance (sqrt, division, in-place eps) and, with
+    Kahan summation, a clone of the parameter."""
+
+    def __init__(self, params, cfg):
+        dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}
+        defaults = dict(lr=float(cfg.get("lr", 1e-3)), betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                        use_kahan_summation=bool(cfg.get("use_kahan_summation", False)),
+                        momentum_dtype=dtype[cfg.get("momentum_dtype", "bf16")],
+                        variance_dtype=dtype[cfg.get("variance_dtype", "bf16")],
+                        compensation_buffer_dtype=dtype[cfg.get("compensation_buffer_dtype", "bf16")])
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, eps, kahan = group["lr"], group["eps"], group["use_kahan_summation"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = torch.tensor(0.0)
+                    state["exp_avg"] = torch.zeros_like(p, dtype=group["momentum_dtype"])
+                    state["exp_avg_sq"] = torch.zeros_like(p, dtype=group["variance_dtype"])
+                    if kahan:
+                        state["compensation"] = torch.zeros_like(p, dtype=group["compensation_buffer_dtype"])
+                state["step"] += 1
+                step = state["step"]
+                exp_avg, exp_avg_sq, grad = state["exp_avg"], state["exp_avg_sq"], p.grad
+                if group["weight_decay"]:
+                    p.data.mul_(1 - lr * group["weight_decay"])
+                exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                step_size = lr / (1 - beta1**step)
+                centered_variance = (exp_avg_sq.sqrt() / (1 - beta2**step) ** 0.5).add_(eps, alpha=1)
+                if kahan:
+                    compensation = state["compensation"]
+                    compensation.addcdiv_(exp_avg, centered_variance, value=-step_size)
+                    temp_buffer = p.detach().clone()
+                    p.data.add_(compensation)
+                    compensation.add_(temp_buffer.sub_(p.data))
+                else:
+                    p.data.addcdiv_(exp_avg, centered_variance, value=-step_size)

@@ -177,7 +177,8 @@ TEST_CASE("bitsandbytes storage of a 4096x4096 weight matches the hand-worked fo
   nf4.format = WeightFormat::Nf4;
   ops::QuantizedStorage dq = ops::quantized_storage(nf4, numel, 4096);
   CHECK(dq.weight_bytes == 8388608);
-  CHECK(dq.state_bytes == 262144 + 4 * 1024 + 4 + 64);
+  // int8 absmax, fp32 second level, offset, the nested state's 256-entry map, the 4-bit table.
+  CHECK(dq.state_bytes == 262144 + 4 * 1024 + 4 + 1024 + 64);
   // QLoRA §3: 4 + 8/64 + 32/(64*256) = 4.127 bits per parameter with double quantization.
   CHECK(static_cast<double>(dq.weight_bytes + dq.state_bytes) * 8 / static_cast<double>(numel) ==
         Approx(4.127).epsilon(0.001));
@@ -188,6 +189,17 @@ TEST_CASE("bitsandbytes storage of a 4096x4096 weight matches the hand-worked fo
   int8.format = WeightFormat::Int8;
   ops::QuantizedStorage llm_int8 = ops::quantized_storage(int8, numel, 4096);
   CHECK(llm_int8.weight_bytes + llm_int8.state_bytes == 16777216 + 4096 * 4);
+}
+
+TEST_CASE("torchao NF4 storage of a 4096x4096 bf16 weight matches the hand-worked formulas", "[planner][jobs][weights]") {
+  // docs/weight-formats.md: quantized_data N/2, int8 scalers per 64 elements, one bf16 factor per
+  // 256 scalers, the bf16 mean and the 16-entry bf16 table (torchao 0.19 nf4_tensor.py).
+  WeightsConfig nf4;
+  nf4.format = WeightFormat::Nf4;
+  nf4.library = oomcast::scenario::QuantLibrary::Torchao;
+  ops::QuantizedStorage storage = ops::quantized_storage(nf4, 4096ull * 4096ull, 4096);
+  CHECK(storage.weight_bytes == 8388608);
+  CHECK(storage.state_bytes == 262144 + 1024 * 2 + 2 + 32);
 }
 
 TEST_CASE("a 4-bit linear dequantizes its weight as a transient in forward and again in backward",

@@ -240,9 +240,14 @@ void LoopPlanner::run() {
   // One runner per microbatch in flight (a pipeline stage holds several forwards' graphs).
   const std::vector<PipelineStep> steps = step_order(s, rank_);
   const size_t in_flight = rank_ && rank_->mesh.pipeline_parallel > 1 ? static_cast<size_t>(rank_->in_flight) : 1;
+  // A pipeline stage keeps each microbatch's output (the last stage's logits) in its fwd_cache
+  // until that microbatch's backward (pipeline_stage_buffers.h).
+  const bool pipelined = rank_ && rank_->mesh.pipeline_parallel > 1;
+  const std::vector<std::string> held_outputs = pipelined ? pipeline_held_outputs(*rank_, s.loop.caller_held_outputs)
+                                                          : s.loop.caller_held_outputs;
   std::vector<std::unique_ptr<GraphRunner>> runners;
   for (size_t i = 0; i < in_flight; ++i) {
-    runners.push_back(std::make_unique<GraphRunner>(graph, order, checkpoints, &model_, &writer_, s.loop.caller_held_outputs));
+    runners.push_back(std::make_unique<GraphRunner>(graph, order, checkpoints, &model_, &writer_, held_outputs));
   }
   LayerGraph eval_graph;
   CheckpointPlan eval_checkpoints;
@@ -259,9 +264,11 @@ void LoopPlanner::run() {
                                                 eval_held);
   }
 
-  const bool pipelined = rank_ && rank_->mesh.pipeline_parallel > 1;
   if (pipelined && !rank_->last_stage()) {
     for (auto& runner : runners) runner->set_output_grad_received(true);
+  }
+  if (pipelined && !rank_->first_stage()) {
+    for (auto& runner : runners) runner->set_input_grad_sent(true);
   }
   std::vector<std::vector<uint32_t>> inputs(in_flight);
   std::vector<std::pair<std::string, uint32_t>> held;
@@ -277,6 +284,8 @@ void LoopPlanner::run() {
     // buffers are made at the first step and kept (pipeline_stage_buffers.cc).
     std::vector<uint32_t> whole_batch;
     if (pipelined) whole_batch = allocate_pipeline_batch(graph, *rank_, &writer_, iteration == 0);
+    std::vector<uint32_t> sends_until_next_backward;  // stage_tensor_life's NextBackward
+    std::vector<uint32_t> sends_until_end;            // and EndOfBackwards
     for (const PipelineStep& step : steps) {
       const int64_t micro = step.micro_batch;
       GraphRunner& runner = *runners[static_cast<size_t>(micro) % in_flight];
@@ -321,8 +330,20 @@ void LoopPlanner::run() {
       runner.backward();
       if (parallel_) parallel_->end_backward(last_micro_batch);
       if (scaled_loss != UINT32_MAX) writer_.free(scaled_loss);
-      for (const auto& entry : runner.finish_step()) held.push_back(entry);
+      std::vector<uint32_t> sent_now;
+      for (const auto& entry : runner.finish_step()) {
+        switch (pipelined ? stage_tensor_life(*rank_, entry.first, s.loop.caller_held_outputs) : StageTensorLife::Caller) {
+          case StageTensorLife::Caller: held.push_back(entry); break;
+          case StageTensorLife::ThisBackward: writer_.free(entry.second); break;
+          case StageTensorLife::NextBackward: sent_now.push_back(entry.second); break;
+          case StageTensorLife::EndOfBackwards: sends_until_end.push_back(entry.second); break;
+        }
+      }
+      for (uint32_t slot : sends_until_next_backward) writer_.free(slot);
+      sends_until_next_backward = std::move(sent_now);
     }
+    for (uint32_t slot : sends_until_next_backward) writer_.free(slot);
+    for (uint32_t slot : sends_until_end) writer_.free(slot);
     for (uint32_t slot : whole_batch) writer_.free(slot);
     writer_.begin_phase(phase_label(iteration, -1, "optimizer"));
     std::vector<uint32_t> scaler_temporaries;

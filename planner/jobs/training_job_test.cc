@@ -162,6 +162,19 @@ TEST_CASE("foreach AdamW holds one sqrt temporary per parameter during the step"
   CHECK(check.peak_bytes == 655472);
 }
 
+TEST_CASE("a compiled foreach AdamW step makes no parameter-sized temporaries", "[planner][optimizer][compile]") {
+  Scenario scenario = tiny_mlp_scenario();
+  scenario.optimizer.type = OptimizerType::AdamW;
+  scenario.optimizer.impl = OptimizerImpl::Foreach;
+  scenario.optimizer.compiled_step = true;
+  scenario.model.dims["hidden"] = 4096;
+  testing::ScheduleCheck check = check_schedule(plan_steps(scenario));
+  REQUIRE(check.ok);
+  // The eager step's 655,472 B (above) without its sqrt list of 131,084 B: params, grads, m and v
+  // (4 * 131,084), the inputs (48) and the caller-held loss (4).
+  CHECK(check.peak_bytes == 655472 - 131084);
+}
+
 TEST_CASE("single-tensor AdamW frees a parameter's denom only once the next one's is bound",
           "[planner][optimizer]") {
   Scenario scenario = tiny_mlp_scenario();

@@ -11,6 +11,13 @@
 // output cast back. Nothing is saved but the packed weight (a parameter); backward dequantizes
 // again for the input's gradient. The weight gets no gradient.
 //
+// torchao NF4 (torchtune's QLoRA: LoRALinear / FrozenNF4Linear -> linear_nf4, torchao 0.19
+// quantization/quantize_/workflows/nf4/nf4_tensor.py): F.linear(x, weight.to(x.dtype)) with no input
+// cast; the weight is rebuilt by get_original_weight(), whose locals (the two code halves as
+// int64 indices, their table lookups and scaled halves) live until it returns and whose result,
+// the whole weight in its dtype, until F.linear has run. Only the NF4 weight is saved; backward
+// rebuilds it the same way for the input's gradient.
+//
 // int8 (bnb Linear8bitLt, has_fp16_weights=False -> MatMul8bitLt): x.to(fp16), row-wise int8
 // quantization of x (CA, SCA), an int32 product, dequantized to fp16; backward dequantizes CB
 // to fp16 for the input's gradient.
@@ -38,7 +45,8 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 bool four_bit(WeightFormat format) { return format == WeightFormat::Nf4 || format == WeightFormat::Fp4; }
 
 // Rewrites a registered weight's storage into its quantized form and registers the
-// quantization state as buffers of the module (once per weight).
+// quantization state as buffers of the module (once per weight); `module` is the linear's leaf
+// name (the builder qualifies buffer names).
 void quantize_weight(GraphBuilder& g, const std::string& module, TensorId weight, int64_t out_features) {
   const WeightsConfig& weights = g.context().job->weights;
   TensorDesc& desc = g.mutable_tensor(weight);
@@ -46,13 +54,26 @@ void quantize_weight(GraphBuilder& g, const std::string& module, TensorId weight
   const uint64_t numel = desc.numel;
   desc.requires_grad = false;  // bitsandbytes weights never get a gradient
   desc.dtype = DType::UInt8;
-  if (four_bit(weights.format)) {
+  if (weights.library == scenario::QuantLibrary::Torchao) {
+    // NF4Tensor.from_tensor: quantized_data (two codes per byte), quantized_scalers (int8, one per
+    // block), quantization_factor (one per 256 scalers) and scaler_mean in the weight's dtype, and
+    // the 16-entry nf4 table in the weight's dtype.
+    const DType dtype = g.precision().parameter_dtype;
+    const uint64_t blocks = ceil_div(numel, static_cast<uint64_t>(weights.block_size));
+    desc.numel = ceil_div(numel, 2);
+    g.buffer(module + ".weight.quantized_scalers", blocks, DType::UInt8);
+    g.buffer(module + ".weight.quantization_factor", ceil_div(blocks, 256), dtype);
+    g.buffer(module + ".weight.scaler_mean", 1, dtype);
+    g.buffer(module + ".weight.nf4", 16, dtype);
+  } else if (four_bit(weights.format)) {
     desc.numel = ceil_div(numel, 2);  // Params4bit: two codes per byte
     const uint64_t blocks = ceil_div(numel, static_cast<uint64_t>(weights.block_size));
     if (weights.double_quant) {
       g.buffer(module + ".weight.quant_state.absmax", blocks, DType::UInt8);
       g.buffer(module + ".weight.quant_state.nested_absmax", ceil_div(blocks, 256), DType::Float32);
       g.buffer(module + ".weight.quant_state.offset", 1, DType::Float32);
+      // quantize_blockwise's QuantState keeps code.to(device, copy=True): the 256-entry map.
+      g.buffer(module + ".weight.quant_state.nested_code", 256, DType::Float32);
     } else {
       g.buffer(module + ".weight.quant_state.absmax", blocks, DType::Float32);
     }
@@ -67,8 +88,11 @@ TensorId quantized_linear_op(GraphBuilder& g, const std::string& name, TensorId 
   const WeightsConfig& weights = g.context().job->weights;
   const DType input_dtype = g.tensor(x).dtype;
   const bool four = four_bit(weights.format);
-  const DType compute = four ? g.precision().parameter_dtype : DType::Float16;
-  quantize_weight(g, g.qualified(name), weight, out_features);
+  const bool torchao = weights.library == scenario::QuantLibrary::Torchao;
+  // bnb_4bit_compute_dtype (the non-quantized parameters' dtype); torchao: the input's dtype.
+  const DType compute = torchao ? input_dtype : four ? weights_parameter_dtype(weights, g.precision().parameter_dtype)
+                                                     : DType::Float16;
+  quantize_weight(g, name, weight, out_features);
   const auto rows = g.tensor(x).numel / static_cast<uint64_t>(in_features);
   const uint64_t numel = static_cast<uint64_t>(in_features) * static_cast<uint64_t>(out_features);
   TensorId x_compute = g.cast(x, compute, name + ".input_cast");
@@ -83,7 +107,27 @@ TensorId quantized_linear_op(GraphBuilder& g, const std::string& name, TensorId 
   op.uses_cublas = true;
   op.forward_flops = 2.0 * static_cast<double>(rows) * static_cast<double>(numel);
   const uint64_t dequantized = numel * dtype_bytes(compute);
-  if (four) {
+  if (torchao) {
+    // get_original_weight: (data >> 4).to(long) and (data & 15).to(long), nf4[...] of each,
+    // each times the repeated scalers, then torch.stack: the weight in its dtype (and a copy
+    // when x has another dtype). The locals die as it returns, before F.linear's output.
+    const uint64_t half = ceil_div(numel, 2);
+    const DType weight_dtype = g.precision().parameter_dtype;
+    const uint64_t e = dtype_bytes(weight_dtype);
+    const uint64_t blocks = ceil_div(numel, static_cast<uint64_t>(weights.block_size));
+    std::vector<Transient> rebuild = {
+        Transient{g.intern(name + ".nf4_first_indices"), half * 8, false, true},
+        Transient{g.intern(name + ".nf4_second_indices"), half * 8, false, true},
+        Transient{g.intern(name + ".nf4_first_values"), half * e, false, true},
+        Transient{g.intern(name + ".nf4_second_values"), half * e, false, true},
+        Transient{g.intern(name + ".nf4_scalers"), blocks * e, false, true},
+        Transient{g.intern(name + ".nf4_scaled_first"), half * e, false, true},
+        Transient{g.intern(name + ".nf4_scaled_second"), half * e, false, true},
+        Transient{g.intern(name + ".nf4_original_weight"), numel * e, false, compute != weight_dtype}};
+    if (compute != weight_dtype) rebuild.push_back(Transient{g.intern(name + ".nf4_weight_to_input_dtype"), dequantized, false});
+    op.forward_transients = rebuild;
+    op.backward_transients = rebuild;
+  } else if (four) {
     const uint64_t blocks = ceil_div(numel, static_cast<uint64_t>(weights.block_size));
     std::vector<Transient> dequantize;
     if (weights.double_quant) dequantize.push_back(Transient{g.intern(name + ".absmax_fp32"), blocks * 4, false});
@@ -154,7 +198,15 @@ QuantizedStorage quantized_storage(const WeightsConfig& weights, uint64_t numel,
   if (four_bit(weights.format)) {
     storage.weight_bytes = ceil_div(numel, 2);
     const uint64_t blocks = ceil_div(numel, static_cast<uint64_t>(weights.block_size));
-    storage.state_bytes = weights.double_quant ? blocks + ceil_div(blocks, 256) * 4 + 4 : blocks * 4;
+    if (weights.library == scenario::QuantLibrary::Torchao) {
+      // torchtune's NF4 (bf16 weights): int8 scalers, per-256 factors and the mean in the
+      // weight's dtype, the 16-entry table in it too (2 bytes each for bf16).
+      storage.state_bytes = blocks + ceil_div(blocks, 256) * 2 + 2 + 16 * 2;
+      return storage;
+    }
+    // Double quantization keeps the int8 absmax, its fp32 second level, the offset and the
+    // 256-entry map quantize_blockwise copies into the nested QuantState.
+    storage.state_bytes = weights.double_quant ? blocks + ceil_div(blocks, 256) * 4 + 4 + 256 * 4 : blocks * 4;
     storage.state_bytes += 16 * 4;
   } else if (weights.format == WeightFormat::Int8) {
     storage.weight_bytes = numel;

@@ -10,6 +10,10 @@
 //   are briefly both alive. A column-parallel input's gradient is partial the same way.
 // - SP (torchtitan: SequenceParallel on the norms, Shard(1) between blocks): the norms'
 //   and residuals' activations hold seq/TP rows; the all-gathered block input is full size.
+//   The all-gather along the sequence (torch 2.13 _functional_collectives.py,
+//   all_gather_single) gathers along dim 0 and, for more than one sequence per rank, cats the
+//   chunks along dim 1 (_maybe_view_chunk_cat views them for one): while it runs the rank's
+//   sequence shard, the dim-0 buffer and the gathered input are alive together.
 // - CP (torch 2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py):
 //   the default rotate method ALL_GATHER gathers every rank's K/V once per attention
 //   (_AllGatherRotater), beside the local contiguous K/V; backward also rotates dK/dV.
@@ -85,6 +89,15 @@ TensorParallelStyle tensor_parallel_style(const LayerGraph& graph, const OpNode&
   return TensorParallelStyle::None;
 }
 
+// An op of a module that runs on the all-gathered sequence under SP (the attention, the MLP
+// or the MoE block between their PrepareModuleInput and their row-parallel output).
+bool inside_gathered_module(const std::string& name) {
+  for (const char* module : {".self_attn.", ".mlp.", ".block_sparse_moe.", ".feed_forward."}) {
+    if (name.find(module) != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<int64_t> chunk_layers(const MeshConfig& mesh, int64_t layers) {
@@ -128,6 +141,7 @@ MeshRank mesh_rank(const Scenario& scenario, int64_t stage) {
   }
   const int64_t seq = sequence_length(scenario);
   rank.tokens = static_cast<uint64_t>(scenario.batch_size * (seq / rank.mesh.context_parallel));
+  rank.batch = scenario.batch_size;
   rank.hidden = dim_or(scenario.model, "hidden", 0);
   return rank;
 }
@@ -176,6 +190,7 @@ void apply_mesh_to_graph(LayerGraph& graph, const MeshRank& rank) {
   const bool split_sequence = mesh.tensor_parallel > 1 && mesh.sequence_parallel;
   const uint64_t tp = static_cast<uint64_t>(mesh.tensor_parallel);
   std::vector<uint8_t> split(graph.tensors.size(), 0);
+  std::vector<uint8_t> gathered(graph.tensors.size(), 0);  // per storage: its all-gather planned
   for (OpNode& op : graph.ops) {
     const TensorParallelStyle style = tensor_parallel_style(graph, op);
     if (mesh.tensor_parallel > 1 && style == TensorParallelStyle::Rowwise) {
@@ -187,7 +202,18 @@ void apply_mesh_to_graph(LayerGraph& graph, const MeshRank& rank) {
       } else {
         op.forward_transients.push_back({name("tp.all_reduce"), out.bytes(), true});
       }
-    } else if (mesh.tensor_parallel > 1 && style == TensorParallelStyle::Colwise) {
+    }
+    if (split_sequence && op.kind == OpKind::Linear && !op.inputs.empty() &&
+        (style == TensorParallelStyle::Colwise || ends_with(graph.names[op.name], "lm_head")) &&
+        !gathered[graph.tensors[op.inputs[0]].storage]) {
+      // The first reader of a gathered block input (q_proj, gate_proj, the output projection):
+      // the shard and, beside the gathered result, the dim-0 buffer cat copies from.
+      const TensorDesc& in = graph.tensors[op.inputs[0]];
+      gathered[in.storage] = 1;
+      const uint64_t buffer = rank.batch > 1 ? in.bytes() : 0;
+      op.forward_transients.push_back({name("sp.all_gather"), in.bytes() / tp + buffer, false});
+    }
+    if (mesh.tensor_parallel > 1 && style == TensorParallelStyle::Colwise) {
       // The input's gradient is partial and all-reduced (reduce-scattered under SP).
       const TensorDesc& in = graph.tensors[op.inputs[0]];
       op.backward_transients.push_back({name("tp.grad_all_reduce"), in.bytes(), true});
@@ -218,7 +244,11 @@ void apply_mesh_to_graph(LayerGraph& graph, const MeshRank& rank) {
       op.forward_transients.push_back({name("ep.all_to_all"), 2 * bytes, true});
       op.backward_transients.push_back({name("ep.all_to_all"), 2 * bytes, true});
     }
-    if (split_sequence && op.kind != OpKind::Linear && op.kind != OpKind::Attention) {
+    // Inside the attention and the MLP every tensor is the gathered sequence's (heads or
+    // width / TP): a tensor there the size of a hidden state (the scores of heads / TP x seq)
+    // is not one.
+    if (split_sequence && op.kind != OpKind::Linear && op.kind != OpKind::Attention &&
+        !inside_gathered_module(graph.names[op.name])) {
       for (TensorId output : op.outputs) {
         const TensorDesc& desc = graph.tensors[output];
         if (desc.numel == rows && desc.role == TensorRole::Activation && !read_by_linear[desc.storage]) split[output] = 1;

@@ -26,6 +26,7 @@ struct MeshRank {
   int64_t in_flight = 1;              // microbatches whose activations it holds at once
   std::vector<PipelineStep> steps;    // its schedule for one optimizer step
   uint64_t tokens = 0;                // per microbatch on this rank (after the CP split)
+  int64_t batch = 1;                  // sequences per microbatch
   int64_t hidden = 0;
   bool first_stage() const { return stage == 0; }
   bool last_stage() const { return stage + 1 == mesh.pipeline_parallel; }

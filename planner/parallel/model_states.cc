@@ -153,6 +153,10 @@ uint64_t optimizer_moment_bytes(const OptimizerConfig& optimizer) {
     case OptimizerType::Sgd: return optimizer.momentum > 0.0 ? 4 : 0;
     case OptimizerType::AdamW8bit: return 2;   // one byte per moment; block scales are ~1.6%
     case OptimizerType::Adafactor: return 0;   // factored row/column statistics: negligible per element
+    case OptimizerType::Muon: return 4;        // one momentum buffer (the AdamW-stepped rest taken as Muon's)
+    case OptimizerType::AnyPrecisionAdamW:
+      return (optimizer.momentum_fp32 ? 4 : 2) + (optimizer.variance_fp32 ? 4 : 2) +
+             (optimizer.kahan_summation ? (optimizer.compensation_fp32 ? 4 : 2) : 0);
   }
   return 8;
 }

@@ -8,8 +8,17 @@
 //   Both live in args_recv_info / grad_recv_info for the stage's life. The received
 //   activation is the buffer itself (requires_grad_ on it), and backward starts from the
 //   received gradient buffer, so neither is allocated per microbatch.
+// - forward_one_chunk keeps the stage's output tuple in fwd_cache[microbatch] until
+//   backward_one_chunk pops it: the last stage's logits outlive the loss computed from them,
+//   and an earlier stage's sent hidden states die with their microbatch's backward.
+// - schedules.py: ScheduleGPipe waits on every forward's and every backward's send after the
+//   last backward (fwd_sends_to_wait, bwd_sends_to_wait), so the sent hidden states and the
+//   sent input gradients live until then; Schedule1F1B's steady state and cooldown are done
+//   with a backward's send (the P2POp list bwd_sends, the work send_work) after the next
+//   backward.
 #include "planner/parallel/pipeline_stage_buffers.h"
 
+#include <algorithm>
 #include <string>
 
 namespace oomcast::planner {
@@ -17,6 +26,7 @@ namespace oomcast::planner {
 namespace {
 
 constexpr const char* kReceivedHiddenStates = "pipeline.received_hidden_states";
+constexpr const char* kLogits = "logits";
 
 }  // namespace
 
@@ -46,6 +56,28 @@ std::vector<uint32_t> allocate_pipeline_batch(const LayerGraph& graph, const Mes
                   TensorCategory::Communication);
   }
   return batch;
+}
+
+std::vector<std::string> pipeline_held_outputs(const MeshRank& rank, const std::vector<std::string>& caller_held) {
+  std::vector<std::string> held = caller_held;
+  if (rank.last_stage() && std::find(held.begin(), held.end(), kLogits) == held.end()) held.emplace_back(kLogits);
+  return held;
+}
+
+StageTensorLife stage_tensor_life(const MeshRank& rank, const std::string& output,
+                                  const std::vector<std::string>& caller_held) {
+  const bool gpipe = rank.mesh.pipeline_schedule == scenario::PipelineSchedule::GPipe;
+  if (output == "input_grad") return gpipe ? StageTensorLife::EndOfBackwards : StageTensorLife::NextBackward;
+  if (!rank.last_stage() && (output == "hidden_states" || output == "loss")) {
+    // Sent on: ScheduleGPipe keeps every forward's send work (and so the output) until after
+    // the backwards; 1F1B's send is done when backward_one_chunk pops fwd_cache.
+    return gpipe ? StageTensorLife::EndOfBackwards : StageTensorLife::ThisBackward;
+  }
+  if (rank.last_stage() && output == kLogits &&
+      std::find(caller_held.begin(), caller_held.end(), kLogits) == caller_held.end()) {
+    return StageTensorLife::ThisBackward;
+  }
+  return StageTensorLife::Caller;
 }
 
 }  // namespace oomcast::planner

@@ -67,6 +67,12 @@ OptimizerLaunches optimizer_launches(const OptimizerConfig& optimizer) {
       return {0.0, 0.0, optimizer.impl == OptimizerImpl::Fused ? 1.0 : (momentum ? 3.0 : 1.0)};
     case OptimizerType::Adafactor:
       return {16.0, 16.0, 0.0};
+    case OptimizerType::Muon:
+      // lerp_, lerp, bfloat16, norm, clamp, div_, ns_steps x (mm, addmm, addmm), mul_, add_.
+      return {8.0 + 3.0 * static_cast<double>(optimizer.ns_steps), 8.0 + 3.0 * static_cast<double>(optimizer.ns_steps), 0.0};
+    case OptimizerType::AnyPrecisionAdamW:
+      // The single-tensor AdamW's ops plus the compensation's addcdiv_, clone, add_, sub_, add_.
+      return {optimizer.kahan_summation ? 15.0 : 10.0, optimizer.kahan_summation ? 14.0 : 9.0, 0.0};
   }
   return {};
 }
@@ -109,6 +115,16 @@ OptimizerStepTime optimizer_step_time(const Scenario& s, const std::vector<uint6
       // about four passes over parameter and gradient.
       per_element = master + gradient + master;
       passes = 4.0;
+      break;
+    case OptimizerType::Muon:
+      // Momentum and Nesterov lerps, the bf16 copy and the update; the Newton-Schulz matmuls'
+      // FLOPs are not counted here (an underestimate for large matrices).
+      per_element = (master + gradient + master) + (master + gradient + 2.0);
+      passes = 2.0;
+      break;
+    case OptimizerType::AnyPrecisionAdamW:
+      per_element = (master + gradient + 2 * master) + (master + 2 * master);
+      if (s.optimizer.kahan_summation) per_element += 4 * master;
       break;
   }
   double bytes_per_element = passes * per_element;

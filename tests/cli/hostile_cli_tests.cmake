@@ -158,3 +158,19 @@ oomcast_cli_test(paged_adamw_8bit_plans_as_adamw8bit 0 "adamw8bit" plan ${small}
 oomcast_cli_test(hostile_search_reports_a_refusal_as_a_limit 0
                  "largest batch_size that fits: [0-9]+.*the search stopped at a limit, not at out of memory: batch_size [0-9]+ is refused \\(.*2\\^44 elements"
                  search scenarios/gpt2-tiny-cpu.yaml --param batch_size --max 16777216)
+
+# Model-parallel meshes the job cannot have (issue 29): one line naming the key, exit 2. The
+# regexes are anchored at both ends of the output, so the refusal is that line alone.
+set(mesh scenarios/llama-3-8b-tp8-pp4.yaml)
+oomcast_cli_test(hostile_world_size_the_mesh_does_not_divide 2
+                 "^[^\n]*error: --set parallel.world_size=48: 'parallel.world_size' 48 is not divisible by the mesh: [^\n]* = 32\n$"
+                 plan ${mesh} --set parallel.world_size=48)
+oomcast_cli_test(hostile_tensor_parallel_beyond_the_heads 2
+                 "^[^\n]*error: [^\n]*'parallel.tensor_parallel' 64 does not divide the model's heads \\(32\\)[^\n]*\n$"
+                 plan ${mesh} --set parallel.tensor_parallel=64 --set parallel.world_size=256)
+oomcast_cli_test(hostile_tensor_parallel_beyond_the_kv_heads 2
+                 "^[^\n]*error: [^\n]*'parallel.tensor_parallel' 16 does not divide the model's kv_heads \\(8\\)[^\n]*\n$"
+                 plan ${mesh} --set parallel.tensor_parallel=16)
+oomcast_cli_test(hostile_more_pipeline_stages_than_layers 2
+                 "^[^\n]*llama-3-8b-tp8-pp4.yaml:[0-9]+:[0-9]+: error: 'parallel.pipeline_parallel' 4 stages is more than the model's 2 layers\n$"
+                 plan ${mesh} --set model.layers=2)
