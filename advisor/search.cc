@@ -324,6 +324,11 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
   // and the answer's two neighbours; the fragmentation window adds its own once it is known.
   const auto bits = static_cast<uint64_t>(std::bit_width(static_cast<uint64_t>(max_value)));
   evaluator.expect(2 * bits + 2);
+  // Each later stage knows its values before it simulates them: the line's total follows.
+  auto expect_more = [&](const std::vector<int64_t>& values) {
+    const auto unknown = std::count_if(values.begin(), values.end(), [&](int64_t v) { return !evaluator.known(v); });
+    evaluator.expect(evaluator.all().size() + static_cast<uint64_t>(unknown));
+  };
 
   // 1. Exponential probe 1, 2, 4, ... until a value fails, then 2. bisection. One value at a
   // time: each answer decides the next probe, and extra parallel probes cost more than they
@@ -388,7 +393,7 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
       } else {
         for (int64_t v = result.window_from; v <= result.window_to; ++v) values.push_back(v);
       }
-      evaluator.expect(evaluator.all().size() + values.size());
+      expect_more(values);
       evaluator.evaluate_all(values);
       bool any_fits = std::any_of(values.begin(), values.end(), [&](int64_t v) { return evaluator.at(v).fits; });
       result.scanned = !sample_only;
@@ -397,10 +402,44 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
         int64_t last = std::min(result.window_to, result.window_from + options.max_scan - 1);
         values.clear();
         for (int64_t v = result.window_from; v <= last; ++v) values.push_back(v);
+        expect_more(values);
         evaluator.evaluate_all(values);
         result.scanned = true;
         result.scan_truncated = last < result.window_to;
       }
+    }
+  }
+
+  // 5. Below the answer: near the budget the caching allocator, not the tensors, decides, and a
+  // value the probes skipped below the answer can fail as well (with --max 59 the fragmenting
+  // MLP of search_test probes 1..32 and 59, all fitting, while 42..49 do not). The
+  // exhaustive_window values below the answer are simulated one by one; a failure among them
+  // lowers the answer and the window follows it down (max_scan values at most), so the answer
+  // ends on a run of simulated fits. The cpu device has no caching allocator: nothing to scan.
+  auto answer_so_far = [&]() -> std::optional<int64_t> {
+    std::optional<int64_t> answer;
+    for (const auto& [value, e] : evaluator.all()) {
+      if (!e.fits) break;
+      answer = value;
+    }
+    return answer;
+  };
+  if (!original.device.is_cpu) {
+    int64_t scanned_below = 0;
+    for (std::optional<int64_t> answer = answer_so_far(); answer && scanned_below < options.max_scan;) {
+      std::vector<int64_t> values;
+      for (int64_t v = std::max<int64_t>(1, *answer - options.exhaustive_window); v < *answer; ++v) {
+        if (!evaluator.known(v) && scanned_below + static_cast<int64_t>(values.size()) < options.max_scan) {
+          values.push_back(v);
+        }
+      }
+      if (values.empty()) break;
+      expect_more(values);
+      evaluator.evaluate_all(values);
+      scanned_below += static_cast<int64_t>(values.size());
+      const std::optional<int64_t> lowered = answer_so_far();
+      if (lowered == answer) break;  // the window below held no failure
+      answer = lowered;
     }
   }
 
@@ -422,6 +461,14 @@ SearchResult search_max_fitting(const ScenarioSource& source, const SearchOption
       }
     } else if (!first_fail) {
       first_fail = value;
+    }
+  }
+  // The run of consecutive values, each simulated, that fit up to the answer.
+  if (result.max_fitting) {
+    result.consecutive_from = *result.max_fitting;
+    while (result.consecutive_from > 1 && evaluator.known(result.consecutive_from - 1) &&
+           evaluator.at(result.consecutive_from - 1).fits) {
+      --result.consecutive_from;
     }
   }
   // A refusal above the answer ended the search: it is a limit, never "does not fit".

@@ -1,6 +1,7 @@
 // search_max_fitting(): the largest batch_size, seq_len or grad_accum_steps whose step fits
 // with a margin of the device's usable memory left free. Exponential probe, then bisection,
-// then a check of the neighbours and of every value fragmentation could still let fit.
+// then a check of the neighbours, of every value fragmentation could still let fit, and of
+// the values just below the answer, which fragmentation could make fail.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +95,10 @@ struct SearchResult {
   std::optional<int64_t> max_fitting;
   std::optional<int64_t> largest_fitting;  // the largest simulated value that fits, isolated or not
   std::vector<int64_t> isolated_fits;      // values above max_fitting that fit (above a failure)
+  // Every value from consecutive_from to max_fitting was simulated and fits; below it only the
+  // probes were. On a GPU the run is exhaustive_window values long (or reaches 1): the values
+  // just below the answer are scanned as the fragmentation window above it is.
+  int64_t consecutive_from = 0;
   // The first value above max_fitting was refused (a work or size limit), not out of memory:
   // the search stopped there; the refusal says why.
   std::optional<int64_t> refused_from;
@@ -118,7 +123,7 @@ SearchResult search_max_fitting(const scenario::ScenarioSource& source, const Se
 std::string margin_text(double fraction, uint64_t margin_bytes);
 
 std::string render_search_text(const SearchResult& result);
-// {"max_fitting", "largest_fitting", "isolated_fits", "param", "margin" (a fraction of usable), "margin_bytes", "non_monotone", "evaluated": [{value, fits,
+// {"max_fitting", "largest_fitting", "isolated_fits", "consecutive_from", "param", "margin" (a fraction of usable), "margin_bytes", "non_monotone", "evaluated": [{value, fits,
 //  peak_allocated_bytes, peak_reserved_bytes, error?}], "usable_bytes", "budget_bytes",
 //  "max_value", "window": {from, to, scanned, truncated}, "fit" (with --fit), "length_risk" (with
 //  a length distribution: length_risk.h), "seconds"}

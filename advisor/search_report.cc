@@ -1,4 +1,6 @@
 // Text and JSON renderings of a SearchResult (the JSON keys are the contract in docs/usage.md).
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -82,7 +84,6 @@ std::string render_search_text(const SearchResult& r) {
       if (e.value == *r.max_fitting) best = &e;
     }
     text += fmt::format("largest {} that fits: {}", r.param_key, *r.max_fitting);
-    if (r.non_monotone) text += ", with every value below it";
     if (best) {
       text += fmt::format(" (peak reserved {}, {} under the budget)", byte_text(best->peak_reserved_bytes),
                           byte_text(static_cast<double>(r.budget_bytes) - static_cast<double>(best->peak_reserved_bytes)));
@@ -90,6 +91,19 @@ std::string render_search_text(const SearchResult& r) {
     text += *r.max_fitting != r.max_value ? "\n"
             : r.length_risk ? fmt::format("; the longest length {} fits\n", r.max_value)
                             : fmt::format("; the ceiling {} was reached (raise it with --max)\n", r.max_value);
+    // What "fits" below the answer rests on: the run simulated value by value, and the probes under it.
+    if (*r.max_fitting > 1) {
+      const auto probes_below = std::count_if(r.evaluated.begin(), r.evaluated.end(),
+                                              [&](const Evaluation& e) { return e.value < r.consecutive_from; });
+      text += r.consecutive_from == *r.max_fitting
+                  ? fmt::format("below it  {} probes, all fitting; the values between them were not simulated\n",
+                                probes_below)
+                  : fmt::format("below it  every value from {} to {} was simulated and fits{}\n", r.consecutive_from,
+                                *r.max_fitting,
+                                probes_below > 0 ? fmt::format("; below {}, the {} probes fit", r.consecutive_from,
+                                                               probes_below)
+                                                 : std::string());
+    }
     if (r.refused_from) {
       text += fmt::format("the search stopped at a limit, not at out of memory: {} {} is refused ({})\n", r.param_key,
                           *r.refused_from, r.refusal);
@@ -129,6 +143,8 @@ std::string render_search_json(const SearchResult& r) {
   json["largest_fitting"] =
       r.largest_fitting ? nlohmann::ordered_json(*r.largest_fitting) : nlohmann::ordered_json(nullptr);
   json["isolated_fits"] = r.isolated_fits;
+  json["consecutive_from"] =
+      r.max_fitting ? nlohmann::ordered_json(r.consecutive_from) : nlohmann::ordered_json(nullptr);
   json["param"] = r.param_key;
   json["margin"] = r.margin_bytes > 0 ? static_cast<double>(r.margin_bytes) / static_cast<double>(r.usable_bytes)
                                       : r.margin;

@@ -3,9 +3,12 @@
 // editing the Scenario struct gives what `--set` would.
 #include "advisor/search.h"
 
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "advisor/predict.h"
+#include "base/progress.h"
 #include "scenario/scenario_loader.h"
 
 namespace oomcast::advisor {
@@ -67,7 +70,9 @@ TEST_CASE("The batch-size search agrees with a brute-force scan on a tiny GPT-2"
     INFO("margin " << margin);
     REQUIRE(result.max_fitting);
     CHECK(*result.max_fitting == brute_force_max(scenario, SearchParam::BatchSize, margin, 200));
-    CHECK(result.evaluated.size() < 60);
+    // The probes, the fragmentation window above the answer and the 64 values below it: fewer
+    // than half of the 200 a scan simulates.
+    CHECK(result.evaluated.size() < 100);
   }
 }
 
@@ -113,9 +118,67 @@ TEST_CASE("The answer is the largest batch size below which everything fits; the
   for (int64_t value = 50; value <= 59; ++value) band.push_back(value);
   CHECK(result.isolated_fits == band);
   const std::string text = render_search_text(result);
-  CHECK_THAT(text, Catch::Contains("largest batch_size that fits: 41, with every value below it"));
+  CHECK_THAT(text, Catch::Contains("largest batch_size that fits: 41"));
+  CHECK_THAT(text, Catch::Contains("below it  every value from 1 to 41 was simulated and fits"));
   CHECK_THAT(text, Catch::Contains("isolated fits above 41: 50..59 (10 of them)"));
   CHECK_THAT(render_search_json(result), Catch::Contains("\"largest_fitting\": 59"));
+}
+
+TEST_CASE("A ceiling the probes reach through fits is not the answer when values below it fail") {
+  // With --max 59 the probes 1, 2, 4, ... 32 and 59 all fit, and 42..49 (never probed) do not.
+  SearchResult result = search(kFragmentingMlp, SearchParam::BatchSize, 0.0, 59);
+  REQUIRE(result.max_fitting);
+  CHECK(*result.max_fitting == 41);
+  CHECK(result.non_monotone);
+  CHECK(result.largest_fitting == 59);
+  CHECK(result.consecutive_from == 1);
+  const std::string text = render_search_text(result);
+  CHECK_THAT(text, Catch::Contains("largest batch_size that fits: 41"));
+  CHECK_THAT(text, Catch::Contains("isolated fits above 41: 50..59"));
+}
+
+TEST_CASE("On a GPU the values just below the answer are each simulated, and the answer says how far down") {
+  // gpt2-tiny's seq_len: the answer is in the hundreds, so the run below it is the window of 64.
+  SearchOptions options;
+  options.param = SearchParam::SeqLen;
+  options.margin = 0.0;
+  options.jobs = 2;
+  const SearchResult result = search_max_fitting(ScenarioSource::yaml(kTinyGpt2, "test.yaml"), options);
+  REQUIRE(result.max_fitting);
+  REQUIRE(*result.max_fitting > options.exhaustive_window + 1);
+  CHECK(result.consecutive_from <= *result.max_fitting - options.exhaustive_window);
+  for (int64_t value = result.consecutive_from; value <= *result.max_fitting; ++value) {
+    const bool simulated_and_fits = std::any_of(result.evaluated.begin(), result.evaluated.end(),
+                                                [&](const Evaluation& e) { return e.value == value && e.fits; });
+    INFO(value);
+    CHECK(simulated_and_fits);
+  }
+  CHECK_THAT(render_search_text(result),
+             Catch::Contains("below it  every value from " + std::to_string(result.consecutive_from) + " to " +
+                             std::to_string(*result.max_fitting) + " was simulated and fits; below"));
+  CHECK_THAT(render_search_json(result),
+             Catch::Contains("\"consecutive_from\": " + std::to_string(result.consecutive_from)));
+}
+
+TEST_CASE("The progress line's expected probes grow with each stage, so it shows 100% only at a stage's end") {
+  // A window of 4: the fragmenting MLP's window above 41 is sampled, then scanned value by value.
+  std::vector<std::pair<uint64_t, uint64_t>> reports;  // (done, total) of the search's own task
+  set_progress_sink([&](const ProgressEvent& event) {
+    if (event.task == "search probes" && !event.finished && event.done > 0) reports.emplace_back(event.done, event.total);
+  });
+  SearchOptions options;
+  options.margin = 0.0;
+  options.max_value = 64;
+  options.jobs = 1;
+  options.exhaustive_window = 4;
+  const SearchResult result = search_max_fitting(ScenarioSource::yaml(kFragmentingMlp, "test.yaml"), options);
+  set_progress_sink({});
+  REQUIRE(result.scanned);
+  REQUIRE(reports.size() == result.evaluated.size());
+  const auto at_the_end = std::count_if(reports.begin(), reports.end(), [](const auto& r) { return r.first >= r.second; });
+  INFO(at_the_end << " of " << reports.size() << " reports at 100%");
+  CHECK(at_the_end <= 5);  // the probes, the neighbours, the window's sample, its scan, the scan below
+  CHECK(reports.back().first == reports.back().second);
 }
 
 TEST_CASE("The search table folds a run of values with the same answer into its ends and one line") {

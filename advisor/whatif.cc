@@ -47,6 +47,7 @@ Diagnosis diagnose(const ScenarioSource& source, const DiagnoseOptions& options)
   d.oom_message = baseline.oom_message;
   d.step_seconds = baseline.step_time.step_seconds;
   d.step_is_generation = baseline.step_time.generation;
+  d.prompts = scenario.batch_size;
   report_progress(kTask, 1, kStages);
   d.patterns = detect_patterns(source, scenario, baseline, options.jobs, &d.leak, &points);
   d.fits = baseline.fits && !d.leak;  // a job that grows every iteration does not fit, whatever it simulates to
@@ -94,8 +95,11 @@ std::string render_whatif_text(const Diagnosis& d) {
   }
   auto step = [](double seconds) { return seconds > 0.0 ? seconds_text(seconds) : std::string("n/a"); };
   if (d.step_seconds > 0.0) {
-    text += fmt::format("step time {} per {} (docs/step-time.md)\n", step(d.step_seconds),
-                        d.step_is_generation ? "generate() call" : "optimizer step");
+    text += d.step_is_generation
+                ? fmt::format("step time {} to generate for all {} prompts in one generate() call; each fix's step is "
+                              "all {} prompts, in as many calls as it makes (docs/step-time.md)\n",
+                              step(d.step_seconds), d.prompts, d.prompts)
+                : fmt::format("step time {} per optimizer step (docs/step-time.md)\n", step(d.step_seconds));
   }
   text += "\nfixes, ranked by simulated saving of peak reserved memory\n";
   text += fmt::format("  {:>2}  {:<62} {:>11} {:>11} {:>11}  {:>10}  {}\n", "#", "change", "before", "after", "saving",
@@ -189,6 +193,8 @@ std::string render_whatif_json(const Diagnosis& d) {
   json["recommended_alloc_conf"] =
       d.recommended_alloc_conf ? nlohmann::ordered_json(*d.recommended_alloc_conf) : nlohmann::ordered_json(nullptr);
   json["step_seconds"] = d.step_seconds;
+  json["step_is_generation"] = d.step_is_generation;  // step_seconds: all `prompts` in one generate() call
+  json["prompts"] = d.step_is_generation ? nlohmann::ordered_json(d.prompts) : nlohmann::ordered_json(nullptr);
   if (d.recommendation) {
     const Recommendation& r = *d.recommendation;
     json["recommendation"] = {{"fix_ids", r.fix_ids},

@@ -87,7 +87,11 @@ struct Diagnosis {
   std::optional<std::string> recommended_alloc_conf;
   std::optional<ClosedFormFit> fit;
   double step_seconds = 0.0;            // the scenario's own step time (0: not modelled)
-  bool step_is_generation = false;      // step_seconds is one generate() call, not an optimizer step
+  // step_seconds is one generate() call of the scenario's batch_size prompts, not an optimizer
+  // step; every fix's and the recommendation's step time is then all of those prompts
+  // (job_step_seconds), however many calls the change makes of them.
+  bool step_is_generation = false;
+  int64_t prompts = 0;                  // with step_is_generation: the scenario's batch_size
   std::optional<Recommendation> recommendation;  // none when it already fits or nothing found fits
   std::vector<std::string> recommendation_notes; // what was tried when nothing fits
   double seconds = 0.0;
@@ -108,6 +112,14 @@ Diagnosis diagnose(const scenario::ScenarioSource& source, const DiagnoseOptions
 std::vector<OomPattern> detect_patterns(const scenario::ScenarioSource& source, const scenario::Scenario& scenario,
                                         const Prediction& baseline, size_t jobs,
                                         std::optional<LeakOutlook>* leak = nullptr, PlannedPoints* points = nullptr);
+// What a change's step costs the job the scenario states (whatif_fixes.cc), from the step-time
+// model's seconds for one step of the changed scenario. A training fix keeps the effective
+// batch, so one optimizer step is the job's step either way. A generate job's step is every
+// prompt of the scenario (batch_size of them): a change with fewer prompts per generate() call
+// runs ceil(batch_size / its batch_size) calls, each priced by the model, so splitting the batch
+// is never shown as the per-call saving it is not.
+double job_step_seconds(const scenario::Scenario& original, const scenario::Scenario& changed, double step_seconds);
+
 // The fixes that apply to `scenario` (whatif_fixes.cc), simulated, unranked.
 std::vector<FixOutcome> simulate_fixes(const scenario::ScenarioSource& source, const scenario::Scenario& scenario,
                                        const Prediction& baseline, const planner::PlannedTrace& baseline_plan, size_t jobs);
@@ -122,6 +134,7 @@ std::string render_whatif_text(const Diagnosis& diagnosis);
 //  valid, error, peak_reserved_before, peak_reserved_after, peak_allocated_before,
 //  peak_allocated_after, saving_bytes, fits_after, alloc_conf, cost, peak_reserved_bytes_after,
 //  step_seconds_before, step_seconds_after, fits, growth}], "recommended_alloc_conf", "step_seconds",
+//  "step_is_generation", "prompts" (the scenario's batch_size for a generate job, else null),
 //  "recommendation": {fix_ids, title, overrides, peak_reserved_bytes_after, step_seconds_after,
 //  fits, world_size, sharding} or null, "recommendation_notes", "fit", "seconds"}
 std::string render_whatif_json(const Diagnosis& diagnosis);

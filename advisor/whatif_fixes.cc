@@ -118,13 +118,18 @@ void append_generation_fixes(const Scenario& s, std::vector<Candidate>* list) {
                          {"job.cache=static"},
                          "the whole cache is held from the first step; attention reads all of it (slower early on)"));
   }
-  // Fewer prompts per generate() call: the same sequences in more calls.
+  // Fewer prompts per generate() call: the same sequences in more calls. Its step time is all
+  // of them (job_step_seconds): `split` calls, each priced at the smaller batch.
   for (int64_t split = 2; split <= s.batch_size && s.batch_size % split == 0; split *= 2) {
     const int64_t batch = s.batch_size / split;
     list->push_back(make("smaller_batch",
-                         fmt::format("{} prompts per generate() call, {} calls (batch_size: {})", batch, split, batch),
+                         fmt::format("{} prompt{} per generate() call, {} calls (batch_size: {})", batch,
+                                     batch == 1 ? "" : "s", split, batch),
                          {fmt::format("batch_size={}", batch)},
-                         fmt::format("{}x the calls: lower decode throughput", split), "micro_batch"));
+                         fmt::format("{} calls for the {} prompts, each reading every weight once per token: lower "
+                                     "decode throughput (step after: all {} calls)",
+                                     split, s.batch_size, split),
+                         "micro_batch"));
     list->back().micro_batch = batch;
   }
 }
@@ -287,7 +292,7 @@ std::vector<Candidate> candidates_for(const Scenario& s) {
   return list;
 }
 
-void simulate(const ScenarioSource& source, const PlannedTrace& baseline_plan, Candidate& c) {
+void simulate(const ScenarioSource& source, const Scenario& original, const PlannedTrace& baseline_plan, Candidate& c) {
   FixOutcome& out = c.outcome;
   try {
     Scenario changed = source.load(out.overrides);
@@ -295,7 +300,7 @@ void simulate(const ScenarioSource& source, const PlannedTrace& baseline_plan, C
     out.peak_reserved_after = p.peak_reserved_bytes;
     out.peak_allocated_after = p.peak_allocated_bytes;
     out.fits_after = p.fits;
-    out.step_seconds_after = p.step_time.step_seconds;
+    out.step_seconds_after = job_step_seconds(original, changed, p.step_time.step_seconds);
     if (c.allocator_only) out.alloc_conf = changed.allocator.source_text;
   } catch (const InputError& error) {
     out.valid = false;
@@ -316,6 +321,12 @@ bool better(const Candidate& a, const Candidate& b) {
 }
 
 }  // namespace
+
+double job_step_seconds(const Scenario& original, const Scenario& changed, double step_seconds) {
+  if (original.job.job.kind != JobKind::Generate || changed.batch_size >= original.batch_size) return step_seconds;
+  const int64_t calls = (original.batch_size + changed.batch_size - 1) / changed.batch_size;
+  return step_seconds * static_cast<double>(calls);
+}
 
 std::vector<FixOutcome> simulate_fixes(const ScenarioSource& source, const Scenario& scenario,
                                        const Prediction& baseline, const PlannedTrace& baseline_plan, size_t jobs) {
@@ -339,7 +350,7 @@ std::vector<FixOutcome> simulate_fixes(const ScenarioSource& source, const Scena
   std::vector<uint8_t> simulated(candidates.size(), 0);
   run_indexed(work.size(), jobs, [&](size_t w) {
     for (size_t i : work[w]) {
-      simulate(source, baseline_plan, candidates[i]);
+      simulate(source, scenario, baseline_plan, candidates[i]);
       simulated[i] = 1;
       if (candidates[i].outcome.fits_after) break;
     }

@@ -88,6 +88,70 @@ TEST_CASE("A generate job is offered generation fixes and no training fix") {
   }
 }
 
+namespace {
+
+// The same generation on an A100's throughput figures and 20 MiB of memory (it needs 28 MiB
+// reserved): the step time is modelled, and fewer prompts per call is one of the fixes.
+const char* kTinyGenerationOnA100 = R"(
+model: llama-tiny
+batch_size: 8
+seq_len: 256
+precision: fp32
+job: {kind: generate, new_tokens: 32, cache: dynamic, prefill_logits: full}
+device: {profile: a100-40gb, total_gib: 0.02, context_mib: 0, cublas_workspaces: 0}
+)";
+
+// One generate() call of `source` with `overrides`, as the step-time model prices it.
+double one_call_seconds(const ScenarioSource& source, const std::vector<std::string>& overrides, int64_t* batch) {
+  const scenario::Scenario changed = source.load(overrides);
+  *batch = changed.batch_size;
+  return predict(changed).step_time.step_seconds;
+}
+
+}  // namespace
+
+TEST_CASE("Fewer prompts per generate() call is priced as every call the scenario's prompts then take") {
+  const ScenarioSource source = ScenarioSource::yaml(kTinyGenerationOnA100, "generate.yaml");
+  const Diagnosis d = doctor(source);
+  REQUIRE(d.step_is_generation);
+  REQUIRE(d.step_seconds > 0.0);
+  CHECK(d.prompts == 8);
+  const FixOutcome* smaller = find_fix(d, "smaller_batch");
+  REQUIRE(smaller != nullptr);
+  REQUIRE(smaller->valid);
+  int64_t batch = 0;
+  const double call = one_call_seconds(source, smaller->overrides, &batch);
+  REQUIRE(batch < 8);
+  INFO("batch " << batch << ", one call " << call << " s, the fix's step " << smaller->step_seconds_after << " s");
+  CHECK(smaller->step_seconds_after == Approx(call * static_cast<double>(8 / batch)).epsilon(1e-9));
+  // Decode at these batches reads every weight once per token whatever the batch: the split
+  // job takes longer than the one call it replaces, and the table says so.
+  CHECK(smaller->step_seconds_after > d.step_seconds);
+}
+
+TEST_CASE("A generate job's recommendation is priced for all of the scenario's prompts, also when it combines "
+          "fewer prompts per call with another fix") {
+  // On 20 MiB a fix of its own fits; on 3 MiB only one prompt per call with a static cache does.
+  for (const char* total_gib : {"device.total_gib=0.02", "device.total_gib=0.003"}) {
+    const ScenarioSource source = ScenarioSource::yaml(kTinyGenerationOnA100, "generate.yaml", {total_gib});
+    const Diagnosis d = doctor(source);
+    REQUIRE_FALSE(d.fits);
+    REQUIRE(d.recommendation);
+    int64_t batch = 0;
+    const double call = one_call_seconds(source, d.recommendation->overrides, &batch);
+    INFO(total_gib << ": " << d.recommendation->title);
+    CHECK(d.recommendation->step_seconds_after ==
+          Approx(call * static_cast<double>((8 + batch - 1) / batch)).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("The what-if text says that a generate job's step time is all of its prompts") {
+  const Diagnosis d = doctor(ScenarioSource::yaml(kTinyGenerationOnA100, "generate.yaml"));
+  CHECK_THAT(render_whatif_text(d), Catch::Contains("to generate for all 8 prompts in one generate() call") &&
+                                        Catch::Contains("each fix's step is all 8 prompts"));
+  CHECK_THAT(render_whatif_json(d), Catch::Contains("\"prompts\": 8"));
+}
+
 TEST_CASE("A generation's growing KV cache is reported as the cache, never as a leak") {
   const Diagnosis d = doctor(ScenarioSource::yaml(kTinyGeneration, "generate.yaml"));
   CHECK_FALSE(d.leak);

@@ -38,12 +38,12 @@ struct Trial {
 
 // Simulates the trial; when the scenario leaks, one that fits is simulated again over the
 // leak window (leak_judgement.h) and fits only if it stops growing.
-void run_trial(const ScenarioSource& source, bool judge_leaks, Trial& trial) {
+void run_trial(const ScenarioSource& source, const Scenario& original, bool judge_leaks, Trial& trial) {
   try {
     Scenario changed = source.load(trial.recommendation.overrides);
     Prediction p = predict(changed);
     trial.recommendation.peak_reserved_bytes_after = p.peak_reserved_bytes;
-    trial.recommendation.step_seconds_after = p.step_time.step_seconds;
+    trial.recommendation.step_seconds_after = job_step_seconds(original, changed, p.step_time.step_seconds);
     trial.recommendation.fits = p.fits;
     trial.valid = true;
   } catch (const InputError&) {
@@ -168,7 +168,7 @@ void recommend(const ScenarioSource& source, const Scenario& scenario, Diagnosis
       }
     }
   }
-  run_indexed(trials.size(), jobs, [&](size_t i) { run_trial(source, judge_leaks, trials[i]); });
+  run_indexed(trials.size(), jobs, [&](size_t i) { run_trial(source, scenario, judge_leaks, trials[i]); });
   for (const Trial& t : trials) consider_trial(t);
   if (best) {
     d.recommendation = best;
@@ -198,7 +198,7 @@ void recommend(const ScenarioSource& source, const Scenario& scenario, Diagnosis
   for (int64_t world : kGpuCounts) {
     if (world <= current) continue;
     std::vector<Trial> gpus = gpu_trials(scenario, world);
-    run_indexed(gpus.size(), jobs, [&](size_t i) { run_trial(source, judge_leaks, gpus[i]); });
+    run_indexed(gpus.size(), jobs, [&](size_t i) { run_trial(source, scenario, judge_leaks, gpus[i]); });
     tried = world;
     for (const Trial& t : gpus) consider_trial(t);
     if (best) {

@@ -55,8 +55,10 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    int code = app.exit(error);
-    return code == 0 ? 0 : 2;
+    if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
+    // Bad flags are bad input: one line, exit 2, as for every other input error.
+    std::fprintf(stderr, "error: %s\n", error.what());
+    return 2;
   } catch (const oomcast::InputError& error) {
     oomcast::cli::erase_terminal_progress();
     std::fprintf(stderr, "%s\n", error.what());

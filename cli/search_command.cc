@@ -9,6 +9,7 @@
 
 #include "base/input_error.h"
 #include "cli/commands.h"
+#include "cli/count_flags.h"
 #include "cli/environment.h"
 #include "cli/print_scenario.h"
 #include "advisor/global_batch_search.h"
@@ -111,7 +112,7 @@ void add_search_command(CLI::App& app, int& exit_code) {
                       "with --batching pad: padded lengths round up to a multiple of N (pad_to_multiple_of)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   command->add_option("--jobs", flags->jobs, "values simulated at once (default: every hardware thread)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least_one("values simulated at once"));
   command->add_option("--set", flags->overrides, "override a scenario key first (repeatable)")->allow_extra_args(false);
   add_print_scenario_flag(*command, flags->print_scenario);
   command->add_flag("--fit", flags->fit, "also print the closed-form fit peak ≈ a + b·B + c·B·S + d·B·S²");

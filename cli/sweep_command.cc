@@ -9,6 +9,7 @@
 #include "base/input_error.h"
 #include "base/progress.h"
 #include "cli/commands.h"
+#include "cli/count_flags.h"
 #include "cli/environment.h"
 #include "advisor/sweep.h"
 
@@ -59,7 +60,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
       ->required()
       ->allow_extra_args(false);
   command->add_option("--jobs", flags->jobs, "threads (default: every hardware thread)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least_one("threads"));
   command->add_option("--set", flags->overrides, "override a scenario key for every combination (repeatable)")
       ->allow_extra_args(false);
   command->add_flag("--csv", flags->csv, "print CSV");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/count_flags.h"
 #include "advisor/html_report_plan.h"
 #include "cli/environment.h"
 #include "cli/print_scenario.h"
@@ -60,7 +61,7 @@ void add_whatif_command(CLI::App& app, int& exit_code) {
   command->add_option("--set", flags->overrides, "override a scenario key first (repeatable)")->allow_extra_args(false);
   add_print_scenario_flag(*command, flags->print_scenario);
   command->add_option("--jobs", flags->jobs, "simulations at once (default: every hardware thread)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least_one("simulations at once"));
   command->add_flag("--no-fit", flags->no_fit, "skip the closed-form fit peak ≈ a + b·B + c·B·S + d·B·S²");
   command->add_flag("--json", flags->json, "print JSON");
   command->add_option("--html", flags->html, "also write a self-contained HTML report with the fixes table");

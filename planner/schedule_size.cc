@@ -25,6 +25,19 @@ int64_t estimated_schedule_events(size_t ops, size_t parameters, const Scenario&
 void check_schedule_size(size_t ops, size_t parameters, const Scenario& scenario) {
   const int64_t events = estimated_schedule_events(ops, parameters, scenario, scenario.iterations);
   if (events <= kMaxPlannedEvents) return;
+  // One iteration of one micro-batch without evaluation is the least a training job plans: when
+  // even that is over the limit, the model is what to make smaller, not the loop.
+  Scenario least = scenario;
+  least.grad_accum_steps = 1;
+  least.eval.enabled = false;
+  const int64_t one_step = estimated_schedule_events(ops, parameters, least, 1);
+  if (one_step > kMaxPlannedEvents) {
+    throw InputError(SourceLocation{scenario.source_path}, "model",
+                     "one training step of the model's " + std::to_string(ops) + " ops and " +
+                         std::to_string(parameters) + " parameter tensors would hold about " + std::to_string(one_step) +
+                         " events, over the limit of " + std::to_string(kMaxPlannedEvents) +
+                         ": the model is too large to plan (a graph file: fewer repeats)");
+  }
   std::string factors = "iterations " + std::to_string(scenario.iterations) + " x grad_accum_steps " +
                         std::to_string(scenario.grad_accum_steps);
   if (scenario.eval.enabled) factors += " (+ eval.batches " + std::to_string(scenario.eval.batches) + ")";

@@ -2,9 +2,13 @@
 // refused where it enters, with the key and the limit (or the fix) in the message.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <string>
 
+#include <unistd.h>
+
 #include "scenario/device_profiles.h"
+#include "scenario/model_catalog.h"
 #include "scenario/scenario_loader.h"
 #include "scenario/scenario_test_support.h"
 #include "scenario/size_limits.h"
@@ -104,6 +108,18 @@ TEST_CASE("A GPU without a profile is never suggested as a typo of another model
   CHECK(device_did_you_mean("a100").find("a100-80gb") != std::string::npos);
   CHECK(device_did_you_mean("h100").find("h100-80gb") != std::string::npos);
   CHECK(device_did_you_mean("a100-80gv").find("a100-80gb") != std::string::npos);
+}
+
+TEST_CASE("A bare name that is a local folder says to write it as a path, never a preset that looks alike",
+          "[hostile]") {
+  // Issue 33: 'llama33-70b' (a folder of the user's) was answered "did you mean 'llama-2-70b'".
+  const std::filesystem::path base =
+      std::filesystem::temp_directory_path() / ("oomcast-local-folder-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(base / "llama33-70b");
+  const std::string error = error_of([&] { resolve_model("llama33-70b", base.string()); });
+  std::filesystem::remove_all(base);
+  CHECK_THAT(error, Catch::Contains("'llama33-70b' is a local folder: write 'model: ./llama33-70b'"));
+  CHECK_THAT(error, !Catch::Contains("llama-2-70b"));
 }
 
 TEST_CASE("Products of sizes saturate instead of wrapping", "[hostile]") {

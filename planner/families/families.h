@@ -15,6 +15,16 @@ namespace oomcast::planner::families {
 // Writes the model's parameters, buffers, inputs, forward and loss into `builder`.
 void build_forward(GraphBuilder& builder, const scenario::ModelConfig& model);
 
+// The least work a graph file asks for, counted from its statements before anything is built
+// (graph_file_builder.cc): its op statements, each at least one op of the graph, and its
+// parameter declarations, repeats multiplied out. {0, 0} for a model that is not a graph file
+// (a family's size is bounded by its dimensions' limits).
+struct LeastWork {
+  int64_t ops = 0;
+  int64_t parameters = 0;
+};
+LeastWork least_graph_file_work(const scenario::ModelConfig& model, const BuildContext& context);
+
 // The model's parameter count (tied weights counted once), as
 // sum(p.numel() for p in model.parameters()) would report it: the family expanded at batch 1.
 uint64_t parameter_count(const scenario::ModelConfig& model);

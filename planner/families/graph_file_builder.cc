@@ -2,10 +2,13 @@
 // the errors that name file, line and op. The family entry point build_graph() is here too.
 #include "planner/families/graph_file_builder.h"
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 
 #include "planner/families/families.h"
+#include "planner/schedule_size.h"
+#include "scenario/size_limits.h"
 
 namespace oomcast::planner::families {
 
@@ -16,7 +19,9 @@ using scenario::ModelConfig;
 namespace {
 
 constexpr uint64_t kMaxNumel = uint64_t{1} << 48;
-constexpr int64_t kMaxOps = 20000000;
+// A forward writes about three events per op (schedule_size.cc's estimate), and no schedule may
+// hold more than kMaxPlannedEvents.
+constexpr int64_t kMaxOps = kMaxPlannedEvents / 3;
 
 const char* attention_name(AttentionImpl impl) {
   switch (impl) {
@@ -173,12 +178,17 @@ void GraphFileBuilder::bind_outputs(const scenario::graph::OpStatement& op, cons
   }
 }
 
-template <typename Visit>
-void GraphFileBuilder::for_each_iteration(const scenario::graph::Statement& statement, Visit visit) {
+int64_t GraphFileBuilder::repeat_count(const scenario::graph::Statement& statement) {
   int64_t count = eval(statement.count);
   if (count < 1 || count > 100000) {
     fail_at(statement.where, "repeat", "repeat count " + std::to_string(count) + " is outside 1 .. 100000");
   }
+  return count;
+}
+
+template <typename Visit>
+void GraphFileBuilder::for_each_iteration(const scenario::graph::Statement& statement, Visit visit) {
+  const int64_t count = repeat_count(statement);
   for (int64_t i = 0; i < count; ++i) {
     env_.values[statement.index_slot] = i;
     visit(statement.body);
@@ -304,7 +314,7 @@ void GraphFileBuilder::execute(const std::vector<scenario::graph::Statement>& st
 }
 
 void GraphFileBuilder::run_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op) {
-  if (++ops_run_ > kMaxOps) fail_at(statement.where, "repeat", "the graph runs more than 20000000 ops");
+  if (++ops_run_ > kMaxOps) fail_at(statement.where, "repeat", "the graph runs more than " + std::to_string(kMaxOps) + " ops");
   current_ = &statement;
   current_leaf_ = op.name.render(env_);
   if (op.id == scenario::graph::CatalogueOp::Generic) {
@@ -314,6 +324,52 @@ void GraphFileBuilder::run_op(const scenario::graph::Statement& statement, const
   }
 }
 
+int64_t GraphFileBuilder::count_statements(const std::vector<scenario::graph::Statement>& statements,
+                                           scenario::graph::Statement::Kind kind,
+                                           const scenario::graph::Statement** largest, int64_t* largest_count) {
+  using Kind = scenario::graph::Statement::Kind;
+  int64_t total = 0;
+  auto add = [&total](int64_t n) { total = n > INT64_MAX - total ? INT64_MAX : total + n; };
+  for (const scenario::graph::Statement& statement : statements) {
+    if (statement.kind == Kind::Repeat) {
+      const int64_t count = repeat_count(statement);
+      env_.values[statement.index_slot] = 0;
+      const int64_t repeated = scenario::saturating_product(count, count_statements(statement.body, kind, largest, largest_count));
+      if (repeated > *largest_count) {
+        *largest = &statement;
+        *largest_count = repeated;
+      }
+      add(repeated);
+    } else if (statement.kind == Kind::Module || statement.kind == Kind::Frame) {
+      add(count_statements(statement.body, kind, largest, largest_count));
+    } else if (statement.kind == kind) {
+      add(1);
+    }
+  }
+  return total;
+}
+
+LeastWork GraphFileBuilder::least_work() {
+  using Kind = scenario::graph::Statement::Kind;
+  const scenario::graph::Statement* largest = nullptr;
+  int64_t largest_count = 0;
+  LeastWork work;
+  work.parameters = count_statements(file_.parameters, Kind::Tensor, &largest, &largest_count);
+  largest = nullptr;
+  largest_count = 0;
+  work.ops = count_statements(file_.forward, Kind::Op, &largest, &largest_count);
+  // A forward alone writes about three events per op (schedule_size.cc's estimate): a file whose
+  // op statements, repeats multiplied out, exceed a third of kMaxPlannedEvents cannot be
+  // planned by any job, and is refused at the repeat that multiplies most.
+  if (work.ops > kMaxOps) {
+    fail_at(largest ? largest->where : SourceLocation{file_.path}, "repeat",
+            "the forward runs at least " + std::to_string(work.ops) + " ops (its op statements with the repeats " +
+                "multiplied out), over the limit of " + std::to_string(kMaxOps) + " that a schedule of " +
+                std::to_string(kMaxPlannedEvents) + " events allows: lower this repeat count");
+  }
+  return work;
+}
+
 void GraphFileBuilder::run() {
   const int64_t size = g_.context().seq_len;
   if ((file_.seq_len || file_.image_size) && file_.max_size > 0 && size > file_.max_size) {
@@ -321,6 +377,7 @@ void GraphFileBuilder::run() {
             std::string(file_.image_size ? "image_size " : "seq_len ") + std::to_string(size) + " exceeds graph '" +
                 file_.name + "''s max " + std::to_string(file_.max_size));
   }
+  least_work();  // refuses a forward too long for any schedule before anything is built
   declare_parameters(file_.parameters);
   declare_buffers(file_.buffers);
   declare_inputs(file_.inputs);
@@ -342,6 +399,12 @@ void GraphFileBuilder::run() {
 
 void build_graph(GraphBuilder& builder, const ModelConfig& model) {
   GraphFileBuilder(builder, *model.graph).run();
+}
+
+LeastWork least_graph_file_work(const ModelConfig& model, const BuildContext& context) {
+  if (!model.graph) return {};
+  GraphBuilder builder(context);
+  return GraphFileBuilder(builder, *model.graph).least_work();
 }
 
 }  // namespace oomcast::planner::families

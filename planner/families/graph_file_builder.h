@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "planner/families/families.h"
 #include "planner/ops/graph_builder.h"
 #include "scenario/graph_file.h"
 
@@ -27,6 +28,10 @@ class GraphFileBuilder {
  public:
   GraphFileBuilder(GraphBuilder& builder, const scenario::GraphFile& file);
   void run();
+  // The op statements and parameter declarations the file runs, repeats multiplied out,
+  // counted without building (families.h, least_graph_file_work). Throws InputError at the
+  // repeat that multiplies most when the ops are more than any schedule can hold.
+  LeastWork least_work();
 
  private:
   void declare_parameters(const std::vector<scenario::graph::Statement>& statements);
@@ -43,6 +48,12 @@ class GraphFileBuilder {
   void hold(const std::vector<scenario::graph::Ref>& refs);
   template <typename Visit>
   void for_each_iteration(const scenario::graph::Statement& statement, Visit visit);
+  int64_t repeat_count(const scenario::graph::Statement& statement);
+  // Statements of `kind` under `statements`; a repeat's body is counted once (at index 0) and
+  // multiplied by its count. Saturates. `largest` receives the repeat that multiplies most.
+  int64_t count_statements(const std::vector<scenario::graph::Statement>& statements,
+                           scenario::graph::Statement::Kind kind, const scenario::graph::Statement** largest,
+                           int64_t* largest_count);
 
   // Name lookups. `op` names the op in errors (nullptr outside ops).
   const Binding& lookup(const scenario::graph::Ref& ref, const scenario::graph::OpStatement* op);

@@ -5,7 +5,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
+#include "planner/families/families.h"
+#include "planner/model_setup.h"
 #include "planner/planner_test_support.h"
 
 using namespace oomcast::planner;
@@ -133,6 +136,61 @@ TEST_CASE("a dimension beyond 2^40 and a repeat beyond 100000 are rejected", "[g
                              "");
              }),
              Catch::Contains(":3:") && Catch::Contains("repeat count 200000 is outside 1 .. 100000"));
+}
+
+TEST_CASE("repeats that multiply past what any schedule holds are refused at the repeat before a graph is built",
+          "[graph_file][hostile]") {
+  // 100000 x 100 op statements: ten million ops, more than 20 M events at three per op.
+  std::string error = plan_error("nested-repeats",
+                                 "  - repeat: 100000\n"                                                    // 9
+                                 "    body:\n"
+                                 "      - repeat: 100\n"
+                                 "        body:\n"
+                                 "          - {op: linear, name: fc, x: x, weight: fc.weight, out: h}\n");
+  CHECK_THAT(error, Catch::Contains(":9:") && Catch::Contains("the forward runs at least 10000000 ops") &&
+                        Catch::Contains("lower this repeat count"));
+}
+
+namespace {
+
+// llama-tiny's graph (18 op statements and 9 parameters per layer) with `layers` layers.
+Scenario llama_tiny_graph_with(int64_t layers) {
+  std::ifstream source(std::string(OOMCAST_SOURCE_DIR) + "/tests/data/graphs/llama-tiny.graph.yaml");
+  std::string text((std::istreambuf_iterator<char>(source)), std::istreambuf_iterator<char>());
+  const std::string two_layers = "dims: {layers: 2,";
+  REQUIRE(text.find(two_layers) != std::string::npos);
+  text.replace(text.find(two_layers), two_layers.size(), "dims: {layers: " + std::to_string(layers) + ",");
+  Scenario scenario = oomcast::scenario::testing::cpu_scenario("llama-tiny", 1, 16);
+  scenario.model = resolve_model(graph_file("llama-tiny-" + std::to_string(layers) + "-layers", text), "");
+  return scenario;
+}
+
+int64_t least_ops(const Scenario& scenario) {
+  return families::least_graph_file_work(scenario.model, scenario_build_context(scenario, 16, true, true)).ops;
+}
+
+}  // namespace
+
+TEST_CASE("a graph file whose one training step is over the work limit is refused as too large a model, from its "
+          "op statements before the graph is built", "[graph_file][hostile]") {
+  // 100000 layers: fewer ops than a forward's limit, more events than one training step may hold.
+  const Scenario scenario = llama_tiny_graph_with(100000);
+  const int64_t ops = least_ops(scenario);
+  REQUIRE(ops > 100000);
+  CHECK_THAT(error_of([&] { plan_steps(scenario); }),
+             Catch::Contains("one training step of the model's " + std::to_string(ops) + " ops") &&
+                 Catch::Contains("the model is too large to plan"));
+}
+
+TEST_CASE("a graph file's training schedule over the work limit names the loop key, counted before the graph is built",
+          "[graph_file][hostile]") {
+  // 60000 layers: one step fits the limit, two iterations do not.
+  Scenario scenario = llama_tiny_graph_with(60000);
+  scenario.iterations = 2;
+  const int64_t ops = least_ops(scenario);
+  CHECK_THAT(error_of([&] { plan_steps(scenario); }),
+             Catch::Contains("(iterations 2 x grad_accum_steps 1 over " + std::to_string(ops) + " ops)") &&
+                 Catch::Contains("lower 'iterations'"));
 }
 
 TEST_CASE("a tensor over 2^48 elements is rejected where its shape is evaluated", "[graph_file]") {

@@ -157,6 +157,11 @@ void LoopPlanner::run() {
   const int64_t seq_len = s.seq_len > 0 ? s.seq_len : scenario::families::default_sequence_length(s.model);
   const PrecisionRules rules = job_precision_rules(s);
 
+  // A graph file's least work is known from its statements: a schedule beyond the limit is
+  // refused before the graph is built (the check after it counts the ops the build made).
+  const families::LeastWork least =
+      families::least_graph_file_work(s.model, scenario_build_context(s, seq_len, /*training=*/true, /*grad_enabled=*/true));
+  if (least.ops > 0) check_schedule_size(static_cast<size_t>(least.ops), static_cast<size_t>(least.parameters), s);
   LayerGraph graph = build_graph(s, seq_len, /*training=*/true, /*grad_enabled=*/true);
   if (rank_) apply_mesh_to_graph(graph, *rank_);
   out_->parameter_count = graph.parameter_count();

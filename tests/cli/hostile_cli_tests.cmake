@@ -116,6 +116,9 @@ oomcast_cli_copy_test(replay_html_over_its_snapshot tests/data/hfblog_linear_10k
                       replay ${copies}/snap.pickle.gz --html ${copies}/snap.pickle.gz)
 oomcast_cli_copy_test(replay_html_over_its_trace tests/data/cli/oom.trace ${copies}/x.trace 2
                       "--html .*x.trace would overwrite the input file" replay ${copies}/x.trace --html ${copies}/x.trace)
+oomcast_cli_copy_test(doctor_html_over_its_snapshot tests/data/hfblog_linear_10k_50k_grad.pickle.gz
+                      ${copies}/doc.pickle.gz 2 "--html .*doc.pickle.gz would overwrite the input file"
+                      doctor ${copies}/doc.pickle.gz --html ${copies}/doc.pickle.gz)
 oomcast_cli_copy_test(whatif_html_over_its_scenario scenarios/gpt2-tiny-cpu.yaml ${copies}/s.yaml 2
                       "--html .*s.yaml would overwrite the input file" whatif ${copies}/s.yaml --html ${copies}/s.yaml)
 oomcast_cli_copy_test(export_graph_over_its_scenario scenarios/gpt2-tiny-cpu.yaml ${copies}/e.yaml 2
@@ -144,7 +147,12 @@ oomcast_cli_test(hostile_torch_version_from_the_future 2 "'allocator.torch_versi
                  plan ${small} --set allocator.torch_version=99.0)
 oomcast_cli_test(hostile_replay_torch_version_from_the_future 2 "--torch-version: '2.99' is newer"
                  replay tests/data/cli/oom.trace --torch-version 2.99)
-oomcast_cli_test(hostile_sweep_zero_jobs 2 "--jobs" sweep ${small} --grid "batch_size=1,2" --jobs 0)
+oomcast_cli_test(hostile_sweep_zero_jobs 2 "^error: --jobs: must be a count of at least 1 \\(threads\\); got '0'"
+                 sweep ${small} --grid "batch_size=1,2" --jobs 0)
+oomcast_cli_test(hostile_search_negative_jobs 2 "^error: --jobs: must be a count of at least 1 .*got '-1'"
+                 search ${small} --jobs -1)
+oomcast_cli_test(hostile_whatif_jobs_not_a_number 2 "^error: --jobs: must be a count of at least 1 .*got 'x'"
+                 whatif ${small} --jobs x)
 oomcast_cli_test(paged_adamw_8bit_plans_as_adamw8bit 0 "adamw8bit" plan ${small} --set optimizer=paged_adamw_8bit)
 # A refusal (here a tensor beyond any device) ends a search as a limit, never as "does not fit".
 oomcast_cli_test(hostile_search_reports_a_refusal_as_a_limit 0
