@@ -103,8 +103,14 @@ class GraphBuilder:
         calls = [c for c in self.rec.module_calls if c[2] is not None and c[2] > c[1] and c[0] != ""]
         root = next((c for c in self.rec.module_calls if c[0] == "" and c[2] is not None), None)
         root_end = root[2] if root else len(self.rec.ops)
-        self.holds, self.frame_args = self._python_lifetimes(calls, root_end)
-        for call in checkpoint_regions.unmatched_calls(self.rec, [(c[1], c[2]) for c in calls]):
+        module_calls = calls
+        self.holds, self.frame_args, synthetic = self._python_lifetimes(calls, root_end)
+        if synthetic:
+            # Python functions that are not modules (a softmax written as a function) hold their
+            # locals until they return: frames of their own, placed among the module calls
+            calls = sorted(calls + synthetic, key=lambda c: (c[1], -c[2], c[0] is not None))
+            self.holds, self.frame_args, _ = self._python_lifetimes(calls, root_end)
+        for call in checkpoint_regions.unmatched_calls(self.rec, [(c[1], c[2]) for c in module_calls]):
             self.checkpoint_notes.append(f"{call.module or 'the model'}: a checkpointed function that is not one "
                                          f"module call (planned without checkpointing)")
         model, ci = self._range(0, root_end, "", calls, 0, "root")
@@ -125,23 +131,65 @@ class GraphBuilder:
                 last_use[t] = max(last_use.get(t, -1), op.index)
             saved.update(op.saved)
         frames = [(n, c[1], c[2]) for n, c in enumerate(calls)] + [("root", 0, root_end)]
-        holds, args = {}, {}
+        holds, args, unplaced = {}, {}, {}
         for r in self.rec.tensors:
-            if r.producer < 0 or r.dies_at is None or r.dies_at[0] not in ("forward", "loss") or r.id in saved:
+            # the death of a tensor autograd keeps (saved, or the base of a saved view) is seen
+            # in the no_grad run only (autograd keeps its Python object alive); its hold matters
+            # where nothing saves it: a plan under no_grad, or inside a checkpointed block
+            dies_at = r.dies_at
+            if dies_at is None or dies_at[0] not in ("forward", "loss"):
+                dies_at = r.no_grad_dies_at
+            elif r.id in saved:
                 continue
-            died, used = r.dies_at[1], last_use.get(r.id, r.producer)
+            if r.producer < 0 or dies_at is None or dies_at[0] not in ("forward", "loss"):
+                continue
+            died, used = dies_at[1], last_use.get(r.id, r.producer)
             if died <= used + 1:
                 continue  # dead after its last use: what the planner assumes
             ending = [f for f in frames if f[2] == died and f[1] <= used]
             if not ending:
-                continue  # rebound later in a frame that goes on: not expressible, left to last use
+                # no module returns then: a plain function's local (or a variable rebound in a
+                # frame that goes on), a frame of its own ending there
+                unplaced.setdefault(died, []).append(r.producer)
+                continue
             # the innermost frame returning then: an argument of it, or a local made inside it
             frame = min(ending, key=lambda f: f[2] - f[1])
             if frame[1] <= r.producer < frame[2]:
                 holds.setdefault(frame[0], []).append((r.producer, r.id))
             else:
                 args.setdefault(frame[0], []).append(r.id)
-        return holds, args
+        return holds, args, self._synthetic_frames(unplaced, calls, root_end)
+
+    @staticmethod
+    def _synthetic_frames(unplaced, calls, root_end):
+        """[None, start, end] frames ending where `unplaced` tensors die ({death: [producers]}),
+        each starting at its first producer, widened until it nests with the module calls and
+        with each other (as the Python function frames they stand for do); a death inside a
+        module call that began after the tensor was made cannot nest and is left out."""
+        spans = []
+        for died, producers in sorted(unplaced.items()):
+            start = min(producers)
+            if died > root_end or start < 0:
+                continue
+            spans.append([None, start, died])
+        changed = True
+        while changed:
+            changed = False
+            for span in spans:
+                for other in [c for c in calls] + [x for x in spans if x is not span]:
+                    # `other` holds span's start but ends inside span: widen span to contain it
+                    if other[1] < span[1] < other[2] < span[2]:
+                        span[1] = other[1]
+                        changed = True
+        ok = []
+        for span in spans:
+            if any(c[1] < span[2] < c[2] and c[1] > span[1] for c in calls):
+                continue  # ends inside a module call it does not contain
+            if any(c[1] == span[1] and c[2] == span[2] for c in calls):
+                continue  # a module call already ends there
+            if span not in ok:
+                ok.append(span)
+        return ok
 
     def _range(self, start, end, parent, calls, ci, frame):
         """Statements for ops [start, end) inside module `parent`; calls[ci:] are the module
@@ -156,6 +204,14 @@ class GraphBuilder:
             if ci < len(calls) and calls[ci][1] == i and calls[ci][2] <= end:
                 path, cstart, cend = calls[ci]
                 me = ci
+                if path is None:  # a plain function's frame (_synthetic_frames): no module
+                    inner, ci = self._range(cstart, cend, parent, calls, ci + 1, me)
+                    stmt = {"frame": [self.name(t) for t in self.frame_args.get(me, []) if t in self.bound],
+                            "body": inner}
+                    body.append(stmt)
+                    pending = self._place_holds(body, pending, cend)
+                    i = cend
+                    continue
                 inner, ci = self._range(cstart, cend, path, calls, ci + 1, me)
                 rel = path[len(parent) + 1:] if parent and path.startswith(parent + ".") else path
                 stmt = {"module": rel}

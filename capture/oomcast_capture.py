@@ -59,6 +59,7 @@ def capture(model_path, declared_sizes=None, repeats=True, log=lambda s: None, m
     run_s = time.time() - t0
     base = recordings[0]
     symbolic.check_same_structure(recordings, plan, _describe_op, _describe_tensor)
+    runner.record_lifetimes(user, model_path, plan[0], base, max_ops=max_ops or runner.MAX_OPS)
     shapes = symbolic.symbolic_shapes(recordings, plan, keys, lambda tid: _describe_tensor(base, tid))
     builder = GraphBuilder(base, shapes, keys)
     import torch

@@ -144,7 +144,7 @@ def _dtype_name(dtype):
 
 class TensorRec:
     __slots__ = ("id", "shape", "dtype", "storage", "kind", "name", "requires_grad", "producer",
-                 "alias_of", "inplace_of", "dies_at", "contiguous")
+                 "alias_of", "inplace_of", "dies_at", "no_grad_dies_at", "contiguous")
 
     def __init__(self, tid, shape, dtype, kind, name=None):
         self.id, self.shape, self.dtype, self.kind, self.name = tid, tuple(shape), dtype, kind, name
@@ -154,6 +154,9 @@ class TensorRec:
         self.alias_of = None        # view of this tensor
         self.inplace_of = None      # an in-place op's result: the same storage, a new version
         self.dies_at = None         # ops recorded when the Python object died (None: outlived the run)
+        # the same, from a run of the forward under no_grad (runner.record_lifetimes): autograd
+        # keeps a saved tensor's Python object alive, so dies_at cannot see its variable die
+        self.no_grad_dies_at = None
         self.contiguous = True
 
 

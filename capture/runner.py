@@ -132,8 +132,31 @@ def import_lazy_torch_modules():
 MAX_OPS = 2_000_000
 
 
-def record(user, path, sizes, run_optimizer=True, max_ops=MAX_OPS):
-    """One recorded training step at `sizes`; returns the Recording."""
+def record_lifetimes(user, path, sizes, base, max_ops=MAX_OPS):
+    """Runs the forward and loss at `sizes` once more under torch.no_grad() and, where it
+    dispatches the same ops as `base` (the training recording at the same sizes), sets each
+    base tensor's no_grad_dies_at: when the program's own variable let go of it. Returns
+    whether the two runs matched (a model that branches on grad mode: nothing is set)."""
+    try:
+        with torch.no_grad():
+            other = record(user, path, sizes, max_ops=max_ops, backward=False)
+    except Exception:
+        return False
+    forward = [op for op in base.ops if op.phase in ("forward", "loss")]
+    if len(forward) != len(other.ops) or any(a.op != b.op or len(a.outputs) != len(b.outputs)
+                                            for a, b in zip(forward, other.ops)):
+        return False
+    for a, b in zip(forward, other.ops):
+        for mine, theirs in zip(a.outputs, b.outputs):
+            died = other.tensors[theirs].dies_at
+            if died is not None and died[0] in ("forward", "loss") and base.tensors[mine].producer == a.index:
+                base.tensors[mine].no_grad_dies_at = died
+    return True
+
+
+def record(user, path, sizes, run_optimizer=True, max_ops=MAX_OPS, backward=True):
+    """One recorded training step at `sizes` (without the backward: its forward and loss);
+    returns the Recording."""
     import_lazy_torch_modules()
     rec = Recording()
     mode = Recorder(rec)
@@ -199,6 +222,8 @@ def record(user, path, sizes, run_optimizer=True, max_ops=MAX_OPS):
                 rec.loss = mode.tensor_id(loss)
             mode.recording = False
             mode.phase = "backward"
+            if not backward:
+                return rec
             try:
                 loss.backward()
             except CaptureError:

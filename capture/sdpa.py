@@ -19,11 +19,11 @@ _ARGUMENTS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "s
 
 class SdpaCall:
     """One recorded SDPA call: the ops [start, end) it dispatched, its tensors and options."""
-    __slots__ = ("start", "end", "q", "k", "v", "out", "options", "mergeable", "module")
+    __slots__ = ("start", "end", "q", "k", "v", "mask", "out", "options", "mergeable", "module")
 
     def __init__(self):
         self.start = self.end = 0
-        self.q = self.k = self.v = self.out = None
+        self.q = self.k = self.v = self.mask = self.out = None
         self.options, self.mergeable, self.module = {}, {}, ""
 
 
@@ -47,6 +47,8 @@ def _mark(recorder, sdpa, args, kwargs):
         call.q, call.k, call.v = (r.tensor_id(t) for t in tensors)
         call.mergeable = {n: _heads_mergeable(t) for n, t in zip("qkv", tensors)}
     mask = bound.get("attn_mask")
+    if isinstance(mask, torch.Tensor):
+        call.mask = r.tensor_id(mask)
     call.options = {"attn_mask": None if mask is None else "tensor", "dropout_p": bound.get("dropout_p", 0.0),
                     "is_causal": bool(bound.get("is_causal", False)), "scale": bound.get("scale"),
                     "enable_gqa": bool(bound.get("enable_gqa", False))}
@@ -137,9 +139,21 @@ def inexact_reason(b, call):
     o = call.options
     if call.q is None or call.out is None:
         return "query/key/value are not tensors"
-    if o["attn_mask"] is not None:
-        return "attn_mask given"
     shapes = [b.t(t).shape for t in (call.q, call.k, call.v)]
+    if o["attn_mask"] is not None:
+        # SDPA takes a bool mask (converted per call to q's dtype) or an additive float mask,
+        # broadcastable to [batch, heads, q_len, kv_len] (sdp_utils_cpp.cpp check_attn_mask_shape)
+        if call.mask is None:
+            return "attn_mask is not a tensor"
+        if o["is_causal"]:
+            return "attn_mask with is_causal"
+        mask = b.t(call.mask)
+        target = tuple(shapes[0][:2]) + (shapes[0][2], shapes[1][2]) if len(shapes[0]) == 4 else None
+        if target is None or len(mask.shape) > 4 or any(
+                m not in (1, t) for m, t in zip(reversed(tuple(mask.shape)), reversed(target))):
+            return "attn_mask does not broadcast to [batch, heads, q_len, kv_len]"
+        if str(mask.dtype) not in ("bool", "float32", "float16", "bfloat16", "float64"):
+            return f"attn_mask of dtype {mask.dtype}"
     if o["enable_gqa"]:
         # grouped k and v: [batch, kv_heads, seq, head_dim] with kv_heads dividing q's heads
         q, k, v = shapes
@@ -147,8 +161,10 @@ def inexact_reason(b, call):
             return "enable_gqa with k, v not [batch, kv_heads, seq, head_dim] of q's batch, seq and head_dim"
     elif len(shapes[0]) != 4 or shapes[1] != shapes[0] or shapes[2] != shapes[0]:
         return "q, k, v are not all [batch, heads, seq, head_dim] of one shape"
-    if o["scale"] is not None and abs(o["scale"] * shapes[0][3] ** 0.5 - 1.0) > 1e-6:
-        return "a scale other than 1/sqrt(head_dim)"
+    # any `scale` is exact: every backend takes it as a scalar (the math backend multiplies q and k
+    # by its square root whatever it is), so it changes no tensor
+    if o["scale"] is not None and not isinstance(o["scale"], (int, float)):
+        return "scale is not a number"
     if not isinstance(o["dropout_p"], (int, float)):
         return "dropout_p is not a number"
     return None
@@ -175,25 +191,32 @@ def sdpa_statement(b, op, note):
         region = region | {identity.index}
     merge = _heads_merge(b, ops[after], out) if after < len(ops) else None
     copy = ops[after + 1] if merge is not None and after + 1 < len(ops) else None
-    if reason is None and (copy is None or _short(copy) != "clone" or copy.inputs[:1] != merge.outputs[:1]
-                           or copy.args.get("memory_format") not in (None, "torch.contiguous_format")):
-        reason = "its result is not made contiguous by transpose(1, 2)/permute(2, 0, 1, 3) then contiguous()"
+    if copy is not None and (_short(copy) != "clone" or copy.inputs[:1] != merge.outputs[:1]
+                             or copy.args.get("memory_format") not in (None, "torch.contiguous_format")):
+        copy = None
+    # Without that copy the op's result is SDPA's own [b, heads, s, d] (`heads_first`); the ops
+    # after it stay as recorded.
+    folded = region | ({merge.index, copy.index} if copy is not None else set())
     if reason is None:
-        folded = region | {merge.index, copy.index}
-        inner = [t for i in region for t in ops[i].outputs] + [merge.outputs[0]]
+        inner = [t for i in region for t in ops[i].outputs if t != out]
+        inner += [merge.outputs[0]] if copy is not None else []
         if not all(all(u in folded for u in b.uses.get(t, [])) and t not in (b.rec.output, b.rec.loss)
                    for t in inner):
             reason = "a tensor made inside it is used outside"
     if reason is not None:
         note(f"{call.module or 'the model'}: {reason}")
         return None
-    b.consumed.update(i for i in region | {merge.index, copy.index} if i != op.index)
+    b.consumed.update(i for i in folded if i != op.index)
     stmt = {"op": "attention", "q": b.name(call.q), "k": b.name(call.k), "v": b.name(call.v),
             "causal": call.options["is_causal"]}
+    if call.mask is not None:
+        stmt["attn_mask"] = b.name(call.mask)
     if call.options["enable_gqa"]:
         stmt["enable_gqa"] = True
     for n in "qkv":
         if call.mergeable.get(n):
             stmt[f"{n}_contiguous"] = True
-    stmt["out"] = b.name(copy.outputs[0])
+    if copy is None:
+        stmt["heads_first"] = True
+    stmt["out"] = b.name(copy.outputs[0] if copy is not None else out)
     return stmt

@@ -59,9 +59,10 @@ class _WithLoss(nn.Module):
             if "loss" in compile_scopes(compile_settings):
                 self._loss = compiled(self._loss, compile_settings)
 
-    def forward(self, x, y):
+    def forward(self, x, y=None):
         out = runner._call_model(self.inner, x)
-        return out, self._loss(out, y)
+        # job: inference / forward without a loss calls model(x)[0]
+        return (out,) if y is None else (out, self._loss(out, y))
 
 
 def build(source, checkpointing=False, compile_settings=None):

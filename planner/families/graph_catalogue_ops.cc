@@ -244,7 +244,24 @@ void GraphFileBuilder::run_catalogue_op(const scenario::graph::Statement& statem
       shape.k_contiguous = option_flag(op, "k_contiguous", false);
       shape.v_contiguous = option_flag(op, "v_contiguous", false);
       shape.causal_mask_buffer = mask ? mask->tensor : kNoTensor;
+      if (const Binding* attn_mask = lookup_optional(op, "attn_mask")) {
+        // SDPA's attn_mask: broadcastable to [b, heads, s, s] (sdp_utils_cpp.cpp check_attn_mask_shape)
+        const Shape target{shape.batch, shape.heads, shape.seq, shape.seq};
+        const Shape& m = attn_mask->shape;
+        bool broadcasts = m.size() <= 4;
+        for (size_t i = 0; broadcasts && i < m.size(); ++i) {
+          const int64_t want = target[4 - m.size() + i];
+          broadcasts = m[i] == 1 || m[i] == want;
+        }
+        if (!broadcasts) fail_op(op, where, "attn_mask " + shape_text(m) + " does not broadcast to " + shape_text(target));
+        if (shape.causal && option_flag(op, "causal", false)) fail_op(op, where, "attn_mask and causal: true together");
+        shape.causal = false;
+        shape.sdpa_mask = attn_mask->tensor;
+        shape.sdpa_mask_last = m.empty() ? 1 : m.back();
+      }
+      shape.heads_first = option_flag(op, "heads_first", false);
       TensorId y = ops::attention(g_, leaf, q.tensor, k.tensor, v.tensor, shape);
+      if (shape.heads_first) return bind_outputs(op, {y}, {Shape{shape.batch, shape.heads, shape.seq, shape.head_dim}});
       return bind_outputs(op, {y}, {Shape{shape.batch, shape.seq, shape.heads * shape.head_dim}});
     }
     case CatalogueOp::BatchedMatmul: {

@@ -41,6 +41,7 @@ class GraphFileBuilder {
   void run_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op);
   void run_catalogue_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op, const std::string& leaf);
   void run_generic_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op, const std::string& leaf);
+  void adjust_saves_to_release(const std::string& aten, const std::vector<TensorId>& inputs, std::vector<TensorId>& saved) const;
   std::vector<BackwardStep> backward_program(const scenario::graph::Statement& statement,
                                              const scenario::graph::OpStatement& op, const std::string& leaf,
                                              const std::vector<TensorId>& inputs, const std::vector<TensorId>& originals,

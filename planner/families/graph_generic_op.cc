@@ -7,6 +7,7 @@
 
 #include "planner/families/graph_file_builder.h"
 #include "planner/ops/cpu_gemm_buffer.h"
+#include "planner/torch_release_facts.h"
 
 namespace oomcast::planner::families {
 
@@ -210,6 +211,33 @@ void GraphFileBuilder::add_cpu_gemm_buffers(OpNode& node, const scenario::graph:
                                  b_requires_grad);
 }
 
+// The saves were recorded under the capturing torch (the file's torch_version); where the
+// planned release saves otherwise (planner/torch_release_facts.yaml), they follow the planned one:
+// MeanBackward1 keeps `self` in 1.x only (mean_saves_input); softmax's and log_softmax's backward
+// named their input too before 1.11 (softmax_saves_input, added for every build in
+// GraphBuilder::finish_op, dropped here for a file captured then and planned later).
+void GraphFileBuilder::adjust_saves_to_release(const std::string& aten, const std::vector<TensorId>& inputs,
+                                               std::vector<TensorId>& saved) const {
+  const int captured_release = file_.torch_version;
+  const int planned_release = g_.context().torch_version;
+  if (captured_release == 0 || captured_release == planned_release || inputs.empty()) return;
+  const TorchReleaseFacts& captured = torch_release_facts(captured_release);
+  const TorchReleaseFacts& planned = torch_release_facts(planned_release);
+  bool captured_saves = false;
+  bool planned_saves = false;
+  if (aten == "mean") {
+    captured_saves = captured.mean_saves_input;
+    planned_saves = planned.mean_saves_input;
+  } else if (listed(aten, {"_softmax", "_log_softmax", "softmax", "log_softmax", "_safe_softmax"})) {
+    captured_saves = captured.softmax_saves_input;
+    planned_saves = planned.softmax_saves_input;
+  }
+  const TensorId input = inputs.front();
+  auto found = std::find(saved.begin(), saved.end(), input);
+  if (planned_saves && !captured_saves && found == saved.end()) saved.push_back(input);
+  if (captured_saves && !planned_saves && found != saved.end()) saved.erase(found);
+}
+
 void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statement, const scenario::graph::OpStatement& op,
                                       const std::string& leaf) {
   const PrecisionRules& rules = g_.precision();
@@ -282,6 +310,7 @@ void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statemen
     }
     if (tensor != kNoTensor) saved.push_back(tensor);
   }
+  adjust_saves_to_release(aten, inputs, saved);
 
   auto temporaries = [&](const std::vector<scenario::graph::Temporary>& list) {
     std::vector<Transient> out;

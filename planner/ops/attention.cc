@@ -55,14 +55,30 @@ TensorId bmm(GraphBuilder& g, std::string_view leaf, TensorId a, TensorId b, uin
   return out;
 }
 
-TensorId plain_softmax(GraphBuilder& g, std::string_view leaf, TensorId x, std::vector<Transient> transients) {
+// `mask`: an additive mask the math backend adds into the scores in place first (read, not saved).
+TensorId plain_softmax(GraphBuilder& g, std::string_view leaf, TensorId x, std::vector<Transient> transients,
+                       TensorId mask = kNoTensor) {
   std::string name(leaf);
   TensorId out = g.activation(name + ".out", g.tensor(x).numel, g.tensor(x).dtype);
-  OpNode& op = g.add_op(OpKind::Softmax, name, {x}, {out}, {GradRule::New});
+  OpNode& op = mask == kNoTensor ? g.add_op(OpKind::Softmax, name, {x}, {out}, {GradRule::New})
+                                 : g.add_op(OpKind::Softmax, name, {x, mask}, {out}, {GradRule::New, GradRule::None});
   op.saved.push_back(out);
   op.forward_transients = std::move(transients);
   g.finish_op(op);
   return out;
+}
+
+// SDPA's attn_mask as its backend receives it, for inputs of dtype `dtype` (after autocast):
+// F.scaled_dot_product_attention converts a bool mask per call into a new tensor of q's
+// dtype (attention.cpp convert_boolean_attn_mask: where(mask, 0, -inf), the mask's shape);
+// autocast casts a float mask like q (sdpa is on its lower-precision list).
+TensorId sdpa_mask_input(GraphBuilder& g, const std::string& name, const AttentionShape& shape, DType dtype) {
+  const TensorId mask = shape.sdpa_mask;
+  if (g.tensor(mask).dtype != DType::Bool) return g.cast(mask, g.precision().matmul_dtype(g.tensor(mask).dtype), name + ".mask_autocast");
+  TensorId converted = g.activation(name + ".mask_float", g.tensor(mask).numel, dtype);
+  OpNode& op = g.add_op(OpKind::Cast, name + ".mask_float", {mask}, {converted}, {GradRule::None});
+  g.finish_op(op);
+  return converted;
 }
 
 TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, TensorId k, TensorId v,
@@ -78,14 +94,16 @@ TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, T
     att = tanh(g, name + ".softcap_tanh", att);  // saves its result
     att = scale(g, name + ".softcap_mul", att);
   }
-  if (shape.additive_mask != kNoTensor) {
+  TensorId additive_mask = shape.additive_mask;
+  if (shape.sdpa_mask != kNoTensor) additive_mask = sdpa_mask_input(g, name, shape, g.tensor(att).dtype);
+  if (additive_mask != kNoTensor) {
     // scores + mask saves nothing, but type promotion makes the sum the wider of the two
     // dtypes: under autocast the fp16/bf16 scores meet an fp32 mask (fp32 parameters), so the
     // softmax, its saved result and the dropout all run in fp32.
-    DType mask_dtype = g.tensor(shape.additive_mask).dtype;
+    DType mask_dtype = g.tensor(additive_mask).dtype;
     DType sum_dtype = g.tensor(att).dtype == mask_dtype ? mask_dtype : DType::Float32;
     TensorId masked = g.activation(name + ".mask_add.out", scores_numel, sum_dtype);
-    OpNode& op = g.add_op(OpKind::Add, name + ".mask_add", {att, shape.additive_mask}, {masked},
+    OpNode& op = g.add_op(OpKind::Add, name + ".mask_add", {att, additive_mask}, {masked},
                           {GradRule::New, GradRule::None});
     g.finish_op(op);
     att = masked;
@@ -106,7 +124,7 @@ TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, T
   g.hold(dropped);  // `att` is a local of forward(): it lives until the module returns
   TensorId y = bmm(g, name + ".av", dropped, v, out_numel, false, !shape.v_contiguous, true,
                    static_cast<uint64_t>(shape.seq), matrices);
-  return copy(g, name + ".transpose_contiguous", y);
+  return shape.heads_first ? y : copy(g, name + ".transpose_contiguous", y);
 }
 
 TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, TensorId k, TensorId v,
@@ -120,6 +138,7 @@ TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, Te
   TensorId ka = g.cast(k, rules.matmul_dtype(g.tensor(k).dtype), name + ".k_autocast");
   TensorId va = g.cast(v, rules.matmul_dtype(g.tensor(v).dtype), name + ".v_autocast");
   DType original = g.tensor(qa).dtype;
+  const TensorId mask = shape.sdpa_mask == kNoTensor ? kNoTensor : sdpa_mask_input(g, name, shape, original);
   TensorId q32 = g.cast(qa, DType::Float32, name + ".q_fp32");
   TensorId k32 = g.cast(ka, DType::Float32, name + ".k_fp32");
   TensorId v32 = g.cast(va, DType::Float32, name + ".v_fp32");
@@ -138,7 +157,7 @@ TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, Te
     mask_transients.push_back(Transient{g.intern(name + ".causal_bool"), mask_numel, false});
     mask_transients.push_back(Transient{g.intern(name + ".causal_float"), mask_numel * 4, false});
   }
-  TensorId probabilities = plain_softmax(g, name + ".safe_softmax", scores, std::move(mask_transients));
+  TensorId probabilities = plain_softmax(g, name + ".safe_softmax", scores, std::move(mask_transients), mask);
   TensorId dropped = dropout(g, name + ".dropout", probabilities);
   TensorId y = bmm(g, name + ".av", dropped, v32, out_numel, false, !shape.v_contiguous, false,
                    static_cast<uint64_t>(shape.seq), matrices);
@@ -146,7 +165,7 @@ TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, Te
   // second, so it is a transient the size of the scores.
   TensorId result = g.cast(y, original, name + ".out_cast");
   g.cast(dropped, original, name + ".attn_cast");
-  return copy(g, name + ".transpose_contiguous", result);
+  return shape.heads_first ? result : copy(g, name + ".transpose_contiguous", result);
 }
 
 TensorId fused_attention(GraphBuilder& g, const std::string& name, TensorId q, TensorId k, TensorId v,
@@ -156,6 +175,7 @@ TensorId fused_attention(GraphBuilder& g, const std::string& name, TensorId q, T
   TensorId ka = g.cast(k, rules.matmul_dtype(g.tensor(k).dtype), name + ".k_autocast");
   TensorId va = g.cast(v, rules.matmul_dtype(g.tensor(v).dtype), name + ".v_autocast");
   DType dtype = g.tensor(qa).dtype;
+  const TensorId mask = shape.sdpa_mask == kNoTensor ? kNoTensor : sdpa_mask_input(g, name, shape, dtype);
   // CUDA's flash kernel takes only 16-bit inputs; the CPU flash kernel takes fp32 too.
   if (flash && dtype == DType::Float32 && !g.context().cpu_kernels) {
     throw InputError(SourceLocation{}, "attention",
@@ -182,9 +202,27 @@ TensorId fused_attention(GraphBuilder& g, const std::string& name, TensorId q, T
     outputs.push_back(g.activation(name + ".philox_seed", 1, DType::Int64));
     outputs.push_back(g.activation(name + ".philox_offset", 1, DType::Int64));
   }
-  OpNode& op = g.add_op(OpKind::Attention, name, {qa, ka, va}, outputs,
-                        {GradRule::New, GradRule::New, GradRule::New});
+  // The mask the kernel reads: as it is on the CPU; CUDA's memory-efficient kernel pads its last
+  // dimension to a multiple of 16 in a copy first (attention.cu preprocess_mask / pad_bias,
+  // mem_eff_alignment 16), then expands it to [b, heads, s, s] as a view. Both save it.
+  TensorId kernel_mask = mask;
+  if (mask != kNoTensor && !cpu_flash) {
+    const auto last = static_cast<uint64_t>(shape.sdpa_mask_last);
+    if (last % 16 != 0) {
+      kernel_mask = g.activation(name + ".mask_padded", g.tensor(mask).numel / last * round_up(last, 16), dtype);
+      OpNode& pad = g.add_op(OpKind::Copy, name + ".mask_padded", {mask}, {kernel_mask}, {GradRule::None});
+      g.finish_op(pad);
+    }
+  }
+  std::vector<TensorId> inputs{qa, ka, va};
+  std::vector<GradRule> rules_in{GradRule::New, GradRule::New, GradRule::New};
+  if (kernel_mask != kNoTensor) {
+    inputs.push_back(kernel_mask);
+    rules_in.push_back(GradRule::None);
+  }
+  OpNode& op = g.add_op(OpKind::Attention, name, inputs, outputs, rules_in);
   op.saved = {qa, ka, va};
+  if (kernel_mask != kNoTensor) op.saved.push_back(kernel_mask);
   op.saved.insert(op.saved.end(), outputs.begin(), outputs.end());
   // q@kᵀ and p@v, 2·s·s·d each per head; a causal kernel skips the blocks above the diagonal.
   op.forward_flops = 4.0 * static_cast<double>(batch_heads) * static_cast<double>(seq) * static_cast<double>(seq) *
@@ -220,6 +258,13 @@ TensorId attention(GraphBuilder& g, std::string_view leaf, TensorId q, TensorId 
 TensorId attention_with(GraphBuilder& g, std::string_view leaf, TensorId q, TensorId k, TensorId v,
                         const AttentionShape& shape, AttentionImpl impl) {
   std::string name(leaf);
+  // CUDA's flash kernel refuses an attn_mask (sdp_utils.cpp: check_for_attn_mask is among
+  // use_flash_attention's constraints, torch 2.x), so SDPA's dispatcher falls to the
+  // memory-efficient kernel, which takes one; the CPU flash kernel takes masks
+  // (sdp_utils_cpp.cpp use_flash_attention_cpp checks only the mask's shape).
+  if (impl == AttentionImpl::Flash && shape.sdpa_mask != kNoTensor && !g.context().cpu_kernels) {
+    impl = AttentionImpl::MemEfficient;
+  }
   switch (impl) {
     case AttentionImpl::Eager: return eager_attention(g, name, q, k, v, shape);
     case AttentionImpl::SdpaMath: return math_attention(g, name, q, k, v, shape);

@@ -94,6 +94,14 @@ struct AttentionShape {
   // Hugging Face's BERT-style eager attention adds an extended attention mask ([b, 1, 1, s],
   // built once per forward in the parameters' dtype) to the scores before the softmax.
   TensorId additive_mask = kNoTensor;
+  // F.scaled_dot_product_attention's attn_mask (bool or additive float), broadcastable to
+  // [b, heads, s, s]; `sdpa_mask_last` is its last dimension (1 or s). Each call converts a
+  // bool mask to q's dtype (0 / -inf); the CPU flash and CUDA memory-efficient kernels take
+  // the mask and save it, CUDA's flash kernel refuses one (attention.cc).
+  TensorId sdpa_mask = kNoTensor;
+  int64_t sdpa_mask_last = 1;
+  // The result stays SDPA's [b, heads, s, d] (no transpose(1, 2).contiguous() copy after it).
+  bool heads_first = false;
 };
 // Scaled dot-product attention of q, k, v ([b, heads, s, d] views) with the scenario's
 // implementation (eager as nanoGPT writes it, SDPA math, flash, memory-efficient). Returns
