@@ -4,6 +4,8 @@
 #include "advisor/search.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -85,6 +87,38 @@ TEST_CASE("The sequence-length search agrees with a brute-force scan and stops a
   CHECK(result.max_value == 128);  // gpt2-tiny's max_positions
   REQUIRE(result.max_fitting);
   CHECK(*result.max_fitting == brute_force_max(scenario, SearchParam::SeqLen, 0.05, 128));
+}
+
+// gpt2-tiny generating for 64 prompts on a 41 MiB GPU: the KV cache and the logits grow with
+// the prompt and with the tokens generated.
+const char* kTinyGenerate = R"(
+model: gpt2-tiny
+batch_size: 64
+precision: fp32
+attention: eager
+job: {kind: generate, prompt_len: 16, new_tokens: 8}
+device: {total_gib: 0.04, context_mib: 0, cublas_workspaces: 0}
+)";
+
+TEST_CASE("A generate job's prompt length is searched as job.prompt_len and agrees with a brute-force scan") {
+  Scenario scenario = load_scenario_text(kTinyGenerate, "test.yaml");
+  SearchResult result = search(kTinyGenerate, SearchParam::PromptLen, 0.0, 100);
+  REQUIRE(result.max_fitting);
+  CHECK(*result.max_fitting < 100);  // the budget binds: the parameter acts on the plan
+  CHECK(*result.max_fitting == brute_force_max(scenario, SearchParam::PromptLen, 0.0, 100));
+}
+
+TEST_CASE("A generate job's new tokens are searched as job.new_tokens and agree with a brute-force scan") {
+  const std::vector<std::string> small_device = {"device.total_gib=0.027"};
+  Scenario scenario = load_scenario_text(kTinyGenerate, "test.yaml", small_device);
+  SearchOptions options;
+  options.param = SearchParam::NewTokens;
+  options.margin = 0.0;
+  options.max_value = 100;
+  SearchResult result = search_max_fitting(ScenarioSource::yaml(kTinyGenerate, "test.yaml", small_device), options);
+  REQUIRE(result.max_fitting);
+  CHECK(*result.max_fitting < 100);
+  CHECK(*result.max_fitting == brute_force_max(scenario, SearchParam::NewTokens, 0.0, 100));
 }
 
 TEST_CASE("A batch size that fits above one that does not is found and reported as non-monotone") {

@@ -90,7 +90,7 @@ void add_search_command(CLI::App& app, int& exit_code) {
   CLI::App* command = app.add_subcommand(
       "search", "the largest batch_size, seq_len or grad_accum_steps that fits with a margin left free");
   command->add_option("scenario", flags->scenario, "scenario YAML file, or a torchtune, torchtitan, Axolotl or Trainer config (docs/recipes.md)")->required();
-  command->add_option("--param", flags->param, "batch_size (default), seq_len (image_size) or grad_accum_steps")
+  command->add_option("--param", flags->param, "batch_size (default), seq_len (image_size), grad_accum_steps; on a generate job also job.prompt_len or job.new_tokens")
       ->each([flags](const std::string&) { flags->param_given = true; });
   command->add_option("--margin", flags->margin,
                       "usable memory to leave free: 5% (default), 0.05, or an amount such as 2GiB");
