@@ -25,8 +25,8 @@ mkdir -p "$out_dir" || exit 2
 OOMCAST_HOOK_DIR="$out_dir/hook" "$python" "$here/op_probe.py" --table "$out_dir/torch-$release-cpu.tsv" || exit 2
 # The first line names the exact build (2.13.0+cpu); the facts are the rest. oneDNN and the bf16
 # GEMMs pick their buffers by the CPU's instruction set (measured: AVX2 and AVX512 differ in the
-# conv and bf16 matmul rows): on another capability than the table's only the autocast rows
-# are compared, and the test says so.
+# conv and bf16 matmul rows, and AVX512 with AVX512_BF16 in the bf16 matmul rows): on another
+# capability than the table's only the autocast rows are compared, and the test says so.
 tail -n +2 "$table" > "$out_dir/committed.tsv"
 tail -n +2 "$out_dir/torch-$release-cpu.tsv" > "$out_dir/measured.tsv"
 committed_isa=$(grep '^# cpu capability' "$out_dir/committed.tsv" | cut -d' ' -f4)

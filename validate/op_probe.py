@@ -127,10 +127,23 @@ def measure(torch, hook, fn, inputs, autocast, grad):
     return result
 
 
+def cpu_capability(torch):
+    """ATen's capability (AVX2, AVX512) with the bf16 features oneDNN picks its bf16 GEMM kernels,
+    and so their buffers, by: an AVX512 CPU with AVX512_BF16 (AMD EPYC, measured 2026-12-02)
+    makes other bf16 matmul and linear buffers than the AVX512 one the table was measured on."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    cpu = getattr(torch, "cpu", None)
+    for feature, probe in (("AVX512_BF16", "_is_avx512_bf16_supported"), ("AMX", "_is_amx_tile_supported")):
+        supported = getattr(cpu, probe, None)
+        if supported is not None and supported():
+            capability += "+" + feature
+    return capability
+
+
 def write_table(path, torch, F, hook):
     import autocast_lists
     rows = [f"# validate/op_probe.py --table under torch {torch.__version__} on the CPU, one thread. Do not edit:",
-            f"# cpu capability: {torch.backends.cpu.get_cpu_capability()} (oneDNN's convolution buffers depend on it)",
+            f"# cpu capability: {cpu_capability(torch)} (oneDNN's convolution and bf16 GEMM buffers depend on it)",
             "# regenerate with `.venv/bin/python validate/op_probe.py --table validate/op_facts/torch-2.13-cpu.tsv`.",
             "# autocast OP CLASS: the op's class under CPU bf16 autocast (lower: fp32 in -> bf16 out; fp32: bf16",
             "#   in -> fp32 out; none: follows its input).",
