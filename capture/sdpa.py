@@ -161,10 +161,8 @@ def inexact_reason(b, call):
             return "enable_gqa with k, v not [batch, kv_heads, seq, head_dim] of q's batch, seq and head_dim"
     elif len(shapes[0]) != 4 or shapes[1] != shapes[0] or shapes[2] != shapes[0]:
         return "q, k, v are not all [batch, heads, seq, head_dim] of one shape"
-    # any `scale` is exact: every backend takes it as a scalar (the math backend multiplies q and k
-    # by its square root whatever it is), so it changes no tensor
-    if o["scale"] is not None and not isinstance(o["scale"], (int, float)):
-        return "scale is not a number"
+    if o["scale"] is not None and abs(o["scale"] * shapes[0][3] ** 0.5 - 1.0) > 1e-6:
+        return "a scale other than 1/sqrt(head_dim)"
     if not isinstance(o["dropout_p"], (int, float)):
         return "dropout_p is not a number"
     return None
