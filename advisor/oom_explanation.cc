@@ -135,10 +135,12 @@ OomExplanation explain_oom_message(const OomMessageFigures& f) {
                             "cudagraphs), or share one pool between graphs"});
   }
   const uint64_t shortfall = request > unallocated + f.device_free ? request - unallocated - f.device_free : 0;
-  if (f.allocated_by_pytorch + f.in_private_pools >= out.limit_bytes * 8 / 10 || out.patterns.empty()) {
+  // 2.4+ prints the free blocks of private pools inside "allocated": they are not live tensors.
+  const uint64_t live = f.allocated_by_pytorch > f.in_private_pools ? f.allocated_by_pytorch - f.in_private_pools : 0;
+  if (f.allocated_by_pytorch >= out.limit_bytes * 8 / 10 || out.patterns.empty()) {
     out.patterns.push_back(
         {"capacity",
-         fmt::format("live tensors hold {} of the {} limit{}", percent_of(f.allocated_by_pytorch, out.limit_bytes),
+         fmt::format("live tensors hold {} of the {} limit{}", percent_of(live, out.limit_bytes),
                      byte_text(out.limit_bytes),
                      shortfall > 0 ? fmt::format(", and the request is {} more than free plus cached", byte_text(shortfall))
                                    : std::string()),

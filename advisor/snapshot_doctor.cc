@@ -286,6 +286,14 @@ DoctorReport diagnose_snapshot(const std::string& name, const sim::Snapshot& sna
     larger.device = device_with_usable(needed, options.device);
     trial(fmt::format("a device with {} usable ({} more)", byte_text(needed), byte_text(needed - std::min(needed, out.usable_bytes))),
           "", larger);
+  } else if (limited && !out.fixes.empty() && out.fixes.front().fits && out.fixes.front().needed_bytes < out.usable_bytes) {
+    // A run that fits: the smallest device it needs, checked the same way (a cheaper GPU, or
+    // room to share this one).
+    uint64_t needed = out.fixes.front().needed_bytes;
+    FixReplay smaller = setup;
+    smaller.device = device_with_usable(needed, options.device);
+    trial(fmt::format("a device with {} usable ({} less)", byte_text(needed), byte_text(out.usable_bytes - needed)), "",
+          smaller);
   }
   return out;
 }

@@ -281,6 +281,7 @@ TEST_CASE("the doctor reproduces the real 2.7B training-step snapshot and names 
   CHECK(report.has_frames);
   CHECK(report.timeline.has_phases);
   CHECK(report.peak_phase != StepPhase::Unknown);
+  CHECK_FALSE(report.peak_site.site.empty());  // the call site of the peak allocation, from its frames
   CHECK_FALSE(report.failure);
 }
 
@@ -425,4 +426,27 @@ TEST_CASE("activations that grow with one iteration's input are classified, and 
 
   DoctorReport steady = diagnose(run_with_activations("steady_activations", {8, 8, 8, 8, 8}));
   CHECK_FALSE(find(steady, "activations vary with the input"));
+}
+
+TEST_CASE("a run that fits its device is re-simulated on the smallest device it needs, and fits there",
+          "[advisor][doctor]") {
+  const std::string path = leaking_run();
+  const uint64_t needed = diagnose(path).peak_reserved_bytes;
+  sim::DeviceModel device;
+  device.total_bytes = needed + 300 * kMiB + device.context_bytes + device.other_process_bytes;
+  DoctorReport report = diagnose(path, device);
+  REQUIRE_FALSE(report.failure);
+  REQUIRE_FALSE(report.fixes.empty());
+  const FixTrial& smaller = report.fixes.back();
+  CHECK(smaller.name.starts_with("a device with"));
+  CHECK(smaller.name.find("less") != std::string::npos);
+  CHECK(smaller.usable_bytes == needed);
+  CHECK(smaller.fits);
+  CHECK(smaller.headroom_bytes == 0);
+  // The same trial replayed by hand agrees.
+  const sim::Snapshot snapshot = sim::read_snapshot(path);
+  const sim::SnapshotReplayReport replayed = sim::replay_snapshot(snapshot, sim::snapshot_allocator_config(snapshot), path);
+  FixTrial again = replay_trial(path, snapshot, replayed.trace, report, smaller, device);
+  CHECK(again.fits);
+  CHECK(again.peak_reserved_bytes == smaller.peak_reserved_bytes);
 }

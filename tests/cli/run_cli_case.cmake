@@ -3,13 +3,18 @@
 # ENV_NAME / ENV_VALUE, when given, set one environment variable for the run. COPY_FROM /
 # COPY_TO, when given, copy a file first (a test that must not risk a file of the source tree
 # runs on the copy). STDOUT_FILE, when given, receives standard output (e.g. /dev/full).
+# STDIN_FILE, when given (relative to SOURCE_DIR), is fed to standard input (`explain -`).
 if(DEFINED ENV_NAME)
   set(ENV{${ENV_NAME}} "${ENV_VALUE}")
 endif()
 if(DEFINED COPY_FROM)
   configure_file(${SOURCE_DIR}/${COPY_FROM} ${COPY_TO} COPYONLY)
 endif()
-if(DEFINED STDOUT_FILE)
+if(DEFINED STDIN_FILE)
+  execute_process(COMMAND ${OOMCAST} ${ARGS}
+                  WORKING_DIRECTORY ${SOURCE_DIR} INPUT_FILE ${SOURCE_DIR}/${STDIN_FILE}
+                  RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+elseif(DEFINED STDOUT_FILE)
   execute_process(COMMAND ${OOMCAST} ${ARGS}
                   WORKING_DIRECTORY ${SOURCE_DIR}
                   RESULT_VARIABLE code OUTPUT_FILE ${STDOUT_FILE} ERROR_VARIABLE err)
