@@ -360,7 +360,10 @@ struct FramePositionHash {
 // contribute nothing.
 SnapshotFrames intern_frames(const Document& doc, std::span<const Value* const> entry_frames) {
   SnapshotFrames out;
-  out.entry_frames.reserve(entry_frames.size());
+  size_t references = 0;
+  for (const Value* frames : entry_frames)
+    if (frames && frames->is_sequence()) references += doc.items(*frames).size();
+  out.entry_frames.reserve(entry_frames.size(), references);
   std::unordered_map<FramePosition, uint32_t, FramePositionHash> ids_by_position;
   std::unordered_map<FrameKey, uint32_t, FrameKeyHash> ids;
   // Per container of the document: its frame id + 1 once read as a frame dict (0: not yet).
