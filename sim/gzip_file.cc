@@ -77,16 +77,30 @@ bool is_large(size_t bytes) {
 #endif
 }
 
+// Huge pages only back the 2 MiB-aligned stretches of a mapping: a 3 MiB array mapped
+// anywhere got one at best and ~700 4 KiB faults for the rest (measured on the 2.7B step
+// snapshot's frame-id list). Mappings are whole, aligned huge pages; the untouched tail of
+// one costs nothing.
+constexpr size_t kHugePage = size_t{2} << 20;
+
+size_t mapped_size(size_t bytes) { return (bytes + kHugePage - 1) & ~(kHugePage - 1); }
+
 void* allocate_large(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const size_t length = mapped_size(bytes);
+  void* p = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
+  auto* start = static_cast<uint8_t*>(p);
+  auto* aligned = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(start) + kHugePage - 1) & ~(kHugePage - 1));
+  if (aligned > start) munmap(start, static_cast<size_t>(aligned - start));
+  uint8_t* end = start + length + kHugePage;
+  if (end > aligned + length) munmap(aligned + length, static_cast<size_t>(end - (aligned + length)));
 #ifdef MADV_HUGEPAGE
-  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without THP this is a plain mapping
+  madvise(aligned, length, MADV_HUGEPAGE);  // advice only: without THP this is a plain mapping
 #endif
-  return p;
+  return aligned;
 }
 
-void deallocate_large(void* p, size_t bytes) { munmap(p, bytes); }
+void deallocate_large(void* p, size_t bytes) { munmap(p, mapped_size(bytes)); }
 
 }  // namespace detail
 
