@@ -4,6 +4,7 @@
 // validate/expert_parallel_capture.py).
 #include <catch2/catch.hpp>
 
+#include "planner/jobs/mesh_job.h"
 #include "planner/jobs/training_job.h"
 #include "planner/parallel/expert_parallel_moe.h"
 #include "planner/parallel/mesh_rank.h"
@@ -64,4 +65,18 @@ TEST_CASE("every MoE layer of an expert-parallel rank dispatches and combines wi
   CHECK(count_named(graph, "ep.dispatch_all_to_all") == layers);
   CHECK(count_named(graph, "ep.combine_all_to_all") == layers);
   CHECK(count_named(build_training_graph(tiny_moe(1)), "ep.dispatch_all_to_all") == 0);
+}
+
+TEST_CASE("the expert-parallel all-to-alls are priced in the step time over the intra-node link",
+          "[parallel][mesh][expert]") {
+  auto communication = [](double link_gbps) {
+    Scenario scenario = tiny_moe(2);
+    scenario.device.throughput.fp32_tflops = 10.0;
+    scenario.device.throughput.hbm_gbps = 1000.0;
+    scenario.device.throughput.interconnect_gbps = link_gbps;
+    return plan_mesh_job(scenario).step_time.communication_exposed_seconds;
+  };
+  const double slow = communication(10.0);
+  REQUIRE(slow > 0.0);
+  CHECK(communication(20.0) == Approx(slow / 2));
 }
