@@ -127,21 +127,16 @@ def _backend(records):
 
 
 def run_compiled_step(user, path, sizes, settings):
-    """Compiles and runs one training step at `sizes` on fake tensors; returns (model, batch,
-    records, output, loss). The capture's graphs come from this run. Everything the step makes
-    (the model's parameters, the batch, the activations, the gradients) is a FakeTensor
-    (torch._subclasses.fake_tensor): shapes, dtypes and storages without data, so a config.json
-    of a billion parameters is captured in the memory of its graphs, not of its weights. Dynamo
-    traces the compiled callables on the same fake mode, and the graphs inner_compile returns run
-    on fake tensors too."""
+    """Compiles and runs one training step at `sizes`; returns (model, batch, records, output,
+    loss). Every tensor of the step is a FakeTensor (shapes and storages, no data: a billion
+    parameters cost nothing); dynamo traces on that same fake mode."""
     import torch._dynamo
     from torch._subclasses.fake_tensor import FakeTensorMode
     torch._dynamo.reset()
     torch._functorch.config.enable_autograd_cache = False  # every graph through inner_compile
     torch._inductor.config.fx_graph_cache = False
     torch.manual_seed(0)
-    # allow_non_fake_inputs: a constant tensor the model file made at import time (outside the
-    # mode) is read as it is
+    # allow_non_fake_inputs: a constant the model file made at import time is read as it is
     fake = FakeTensorMode(allow_non_fake_inputs=True)
     with fake:
         try:
