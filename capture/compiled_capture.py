@@ -28,7 +28,7 @@ import torch._functorch.config  # noqa: F401  (activation_memory_budget)
 import compiled_layout
 import runner
 import symbolic
-from recorder import CaptureError
+from recorder import CaptureError, storage_key
 
 # ATen ops inductor lowers to views (no buffer): their result is their base's storage.
 VIEW_OPS = {"view", "_unsafe_view", "reshape", "permute", "t", "transpose", "expand", "unsqueeze", "squeeze",
@@ -127,33 +127,36 @@ def _backend(records):
 
 
 def run_compiled_step(user, path, sizes, settings):
-    """Compiles and runs one training step at `sizes`; returns (model, batch, records, loss
-    compiled). The capture's graphs come from this run."""
+    """Compiles and runs one training step at `sizes`; returns (model, batch, records, output,
+    loss). Every tensor of the step is a FakeTensor (shapes and storages, no data: a billion
+    parameters cost nothing); dynamo traces on that same fake mode."""
     import torch._dynamo
+    from torch._subclasses.fake_tensor import FakeTensorMode
     torch._dynamo.reset()
     torch._functorch.config.enable_autograd_cache = False  # every graph through inner_compile
     torch._inductor.config.fx_graph_cache = False
     torch.manual_seed(0)
-    try:
-        model = user.model()
-        inputs, target = user.batch(**sizes)
-    except Exception as err:
-        raise CaptureError(f"{path}: model() or batch() failed: {runner._one_line(err)}{runner._where(err, path)}")
+    # allow_non_fake_inputs: a constant the model file made at import time is read as it is
+    fake = FakeTensorMode(allow_non_fake_inputs=True)
+    with fake:
+        try:
+            model = user.model()
+            inputs, target = user.batch(**sizes)
+        except Exception as err:
+            raise CaptureError(f"{path}: model() or batch() failed on fake tensors: {runner._one_line(err)}"
+                               f"{runner._where(err, path)}")
     model.train()
     records = []
     kwargs = settings.compile_kwargs()
-    if settings.mode != "default":
-        kwargs["mode"] = settings.mode
     user_loss = getattr(user, "loss", None)
     if "loss" not in settings.scopes and user_loss is not None:
         raise CaptureError(f"{path}: defines its own loss(); beside a compiled model it must be compiled too "
                            "(scope: [model, loss]); an eager custom loss is not captured with --compile")
     loss_fn = user_loss or runner.default_loss
-    compiled = torch.compile(model, backend=_backend(records), **{k: v for k, v in kwargs.items() if k != "mode"})
-    compiled_loss = torch.compile(loss_fn, backend=_backend(records), **{k: v for k, v in kwargs.items() if k != "mode"}) \
-        if "loss" in settings.scopes else loss_fn
+    compiled = torch.compile(model, backend=_backend(records), **kwargs)
+    compiled_loss = torch.compile(loss_fn, backend=_backend(records), **kwargs) if "loss" in settings.scopes else loss_fn
     try:
-        with torch._functorch.config.patch(activation_memory_budget=settings.activation_memory_budget):
+        with fake, torch._functorch.config.patch(activation_memory_budget=settings.activation_memory_budget):
             out = runner._call_model(compiled, inputs)
             loss = compiled_loss(out, target)
             loss.backward()
@@ -260,10 +263,10 @@ class Namer:
         self.by_storage = {}
 
     def add(self, tensor, name):
-        self.by_storage.setdefault(tensor.untyped_storage().data_ptr(), name)
+        self.by_storage.setdefault(storage_key(tensor), name)
 
     def name_of(self, tensor):
-        return self.by_storage.get(tensor.untyped_storage().data_ptr())
+        return self.by_storage.get(storage_key(tensor))
 
 
 def describe_run(user, path, sizes, settings):
@@ -418,8 +421,8 @@ def _graph_statements(k, record, backward, namer, path, device_kind):
 
 
 def _storage_of(record, node, index):
-    """The storage data pointer of the forward's output `index` in its first call."""
-    return record.outputs[index].untyped_storage().data_ptr()
+    """The storage identity of the forward's output `index` in its first call."""
+    return storage_key(record.outputs[index])
 
 
 def _backward_program(backward, saved_names, saves, fw_placeholders, names, prefix):

@@ -8,9 +8,12 @@
 #include "scenario/compile_config_loader.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "scenario/graph_file.h"
+#include "scenario/hf_capture.h"
+#include "scenario/model_catalog.h"
 
 namespace oomcast::scenario {
 
@@ -170,6 +173,34 @@ CompileConfig read_compile_map(const YamlNode& node, bool graph_file_keys) {
   return config;
 }
 
+// --compile's SETTINGS for `config`: the scenario's compile: map as the capture reads it.
+std::string capture_settings(const CompileConfig& config) {
+  std::string scopes;
+  for (CompileScope scope : config.scopes) scopes += std::string(scopes.empty() ? "" : ", ") + compile_scope_name(scope);
+  std::string budget = std::to_string(config.activation_memory_budget);
+  return std::string("{mode: ") + compile_mode_name(config.mode) + ", fullgraph: " +
+         (config.fullgraph ? "true" : "false") + ", dynamic: " + config.dynamic + ", scope: [" + scopes +
+         "], activation_memory_budget: " + budget + "}";
+}
+
+void capture_compiled_config(const YamlNode& node, bool device_is_cpu, ModelConfig& model) {
+  if (node.is_missing() || !model.source.ends_with(".json")) return;
+  const CompileConfig config = read_compile_map(node, false);
+  // what read_compile_section refuses anyway is refused there, at its key, before any capture
+  if (!config.enabled || config.uses_cudagraphs() || config.has_scope(CompileScope::Blocks)) return;
+  if (!config.has_scope(CompileScope::Loss)) {
+    YamlNode at = node.is_map() && !node.child("scope").is_missing() ? node.child("scope") : node;
+    at.fail("compile: a config.json's loss (transformers' loss over the logits, which a Trainer computes in the "
+            "compiled forward) is compiled with the model: write scope: [model, loss]");
+  }
+  const std::string models = models_directory();
+  const std::string repo_root = models.empty() ? "" : std::filesystem::path(models).parent_path().string();
+  ModelConfig compiled =
+      captured_compiled_hf_model(model.source, capture_settings(config), device_is_cpu ? "cpu" : "cuda", repo_root);
+  compiled.name = model.name;
+  model = std::move(compiled);
+}
+
 void read_compile_section(const YamlNode& node, Scenario& scenario) {
   const GraphFile* file = scenario.model.graph.get();
   const bool captured_compiled = file != nullptr && file->compiled.enabled;
@@ -209,8 +240,9 @@ void read_compile_section(const YamlNode& node, Scenario& scenario) {
   if (config.has_scope(CompileScope::Optimizer)) check_compiled_optimizer(at("scope"), scenario.optimizer);
   if (file == nullptr)
     node.fail("compile: model '" + scenario.model.name + "' is a built-in family; a compiled plan comes from running "
-              "the model's code under torch.compile: write its model file (validate/models.py builds the families "
-              "in PyTorch) and capture/oomcast_capture.py MODEL.py --compile -o GRAPH.yaml (docs/scenario-format.md#compile)");
+              "the model's code under torch.compile: give its config.json (captured compiled on fake tensors), or write "
+              "its model file (validate/models.py builds the families in PyTorch) and capture/oomcast_capture.py "
+              "MODEL.py --compile -o GRAPH.yaml (docs/scenario-format.md#compile)");
   if (!captured_compiled)
     node.fail("compile: " + file->path + " was captured eager; capture it with --compile "
               "(capture/oomcast_capture.py MODEL.py --compile -o GRAPH.yaml)");

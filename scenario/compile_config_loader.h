@@ -19,4 +19,11 @@ CompileConfig read_compile_map(const YamlNode& node, bool graph_file_keys);
 // scenario.compile; throws InputError at the offending key otherwise.
 void read_compile_section(const YamlNode& node, Scenario& scenario);
 
+// A model given as a Hugging Face config.json (a family's or not) with a `compile:` key: replaced
+// by the graph file of its compiled capture (captured_compiled_hf_model, on fake tensors), so
+// families and configs are planned compiled through the one path a model file takes. Called
+// once the device is known (the capture decides inductor's layout per device kind); anything
+// else is left as it is. Throws InputError at the compile key when the capture cannot run.
+void capture_compiled_config(const YamlNode& node, bool device_is_cpu, ModelConfig& model);
+
 }  // namespace oomcast::scenario

@@ -127,43 +127,82 @@ std::string capture_python(const std::string& repo_root) {
   return "python3";
 }
 
-ModelConfig captured_hf_model(const std::string& path, const std::string& model_type, const std::string& repo_root) {
+namespace {
+
+// Runs the capture of the config.json at `path` with `extra` arguments into the cache (or finds
+// it there) and returns the graph file's path; `fail` says why it could not (never returns).
+template <typename Refuse>
+fs::path cached_capture(const std::string& path, const std::string& label, const std::vector<std::string>& extra,
+                        const std::string& repo_root, bool& cached, Refuse fail) {
   const fs::path script = fs::path(repo_root) / "capture" / "oomcast_capture.py";
   std::error_code error;
-  if (repo_root.empty() || !fs::exists(script, error)) {
-    refuse(path, model_type, "capture/oomcast_capture.py is not beside this oomcast");
-  }
+  if (repo_root.empty() || !fs::exists(script, error)) fail("capture/oomcast_capture.py is not beside this oomcast");
   const std::string python = capture_python(repo_root);
   const std::string text = read_text_file(path, "", "config.json");
-  const uint64_t key = fingerprint({text, python, environment("OOMCAST_HF_ATTENTION"),
-                                    capture_code_stamp(script.parent_path())});
+  std::vector<std::string> parts = {text, python, environment("OOMCAST_HF_ATTENTION"),
+                                    capture_code_stamp(script.parent_path())};
+  parts.insert(parts.end(), extra.begin(), extra.end());
   std::ostringstream name;
-  name << model_type << "-" << std::hex << key << ".graph.yaml";
+  name << label << "-" << std::hex << fingerprint(parts) << ".graph.yaml";
   const fs::path cache = cache_directory();
   const fs::path graph = cache / name.str();
-  bool cached = fs::exists(graph, error);
-  if (!cached) {
-    fs::create_directories(cache, error);
-    if (error) refuse(path, model_type, "cannot create the cache folder " + cache.string() + ": " + error.message());
-    const fs::path partial = cache / (name.str() + "." + std::to_string(getpid()) + ".partial");
-    const fs::path errors = cache / (name.str() + "." + std::to_string(getpid()) + ".stderr");
-    const int status = run({python, script.string(), fs::absolute(path).string(), "-o", partial.string(), "-q"}, errors);
-    if (status != 0) {
-      const std::string why = status < 0 ? python + " could not be started" : last_line(errors);
-      fs::remove(errors, error);
-      fs::remove(partial, error);
-      refuse(path, model_type, why);
-    }
+  cached = fs::exists(graph, error);
+  if (cached) return graph;
+  fs::create_directories(cache, error);
+  if (error) fail("cannot create the cache folder " + cache.string() + ": " + error.message());
+  const fs::path partial = cache / (name.str() + "." + std::to_string(getpid()) + ".partial");
+  const fs::path errors = cache / (name.str() + "." + std::to_string(getpid()) + ".stderr");
+  std::vector<std::string> argv = {python, script.string(), fs::absolute(path).string()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.end(), {"-o", partial.string(), "-q"});
+  const int status = run(argv, errors);
+  if (status != 0) {
+    const std::string why = status < 0 ? python + " could not be started" : last_line(errors);
     fs::remove(errors, error);
-    fs::rename(partial, graph, error);
-    if (error) refuse(path, model_type, "cannot write " + graph.string() + ": " + error.message());
+    fs::remove(partial, error);
+    fail(why);
   }
+  fs::remove(errors, error);
+  fs::rename(partial, graph, error);
+  if (error) fail("cannot write " + graph.string() + ": " + error.message());
+  return graph;
+}
+
+std::string folder_name(const std::string& path) {
+  std::string name = fs::absolute(path).lexically_normal().parent_path().filename().string();
+  return name.empty() ? "hf-model" : name;
+}
+
+}  // namespace
+
+ModelConfig captured_hf_model(const std::string& path, const std::string& model_type, const std::string& repo_root) {
+  bool cached = false;
+  const fs::path graph = cached_capture(path, model_type, {}, repo_root, cached,
+                                        [&](const std::string& why) { refuse(path, model_type, why); });
   ModelConfig model = graph_model(graph.string());
   model.source = path;
-  model.name = fs::absolute(path).lexically_normal().parent_path().filename().string();
-  if (model.name.empty()) model.name = "hf-model";
+  model.name = folder_name(path);
   model.warnings.push_back(path + ": model_type '" + model_type + "' has no oomcast family; planned from the layer " +
-                           "graph of transformers' own class, captured by " + python + " (" +
+                           "graph of transformers' own class, captured by " + capture_python(repo_root) + " (" +
+                           (cached ? "cached" : "captured now") + ": " + graph.string() + ")");
+  return model;
+}
+
+ModelConfig captured_compiled_hf_model(const std::string& path, const std::string& settings,
+                                       const std::string& device_kind, const std::string& repo_root) {
+  bool cached = false;
+  auto fail = [&](const std::string& why) {
+    throw InputError(SourceLocation{path, 0, 0, -1}, "compile",
+                     "the compiled plan of a config.json comes from capturing transformers' own class of it under "
+                     "torch.compile (capture/oomcast_capture.py CONFIG.json --compile), which could not run: " + why);
+  };
+  const fs::path graph = cached_capture(path, "compiled", {"--compile", settings, "--for-device", device_kind},
+                                        repo_root, cached, fail);
+  ModelConfig model = graph_model(graph.string());
+  model.source = path;
+  model.name = folder_name(path);
+  model.warnings.push_back(path + ": compiled; planned from the graphs torch.compile makes of transformers' own " +
+                           std::string("class (fake tensors), captured by ") + capture_python(repo_root) + " (" +
                            (cached ? "cached" : "captured now") + ": " + graph.string() + ")");
   return model;
 }

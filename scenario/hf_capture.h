@@ -22,4 +22,12 @@ std::string capture_python(const std::string& repo_root);
 // capture, when the capture cannot run or refuses the config.
 ModelConfig captured_hf_model(const std::string& path, const std::string& model_type, const std::string& repo_root);
 
+// The config.json at `path` captured as torch.compile runs transformers' class of it (on fake
+// tensors: no weights are made), with the scenario's compile settings (a YAML map, --compile's
+// SETTINGS) for `device_kind` (cuda or cpu); cached as above, keyed by the settings too. The
+// one path a family's or any config.json's `compile:` is planned through. Throws InputError
+// (key compile) with the capture's last line when it cannot run or refuses the model.
+ModelConfig captured_compiled_hf_model(const std::string& path, const std::string& settings,
+                                       const std::string& device_kind, const std::string& repo_root);
+
 }  // namespace oomcast::scenario

@@ -489,6 +489,7 @@ Scenario read_scenario(const YamlDocument& document) {
   scenario.dropout = root.number_or("dropout", 0.0, 0.0, 0.999999);
 
   scenario.device = read_device(root.child("device"));
+  capture_compiled_config(root.child("compile"), scenario.device.is_cpu, scenario.model);  // compile_config_loader.cc
   scenario.allocator = read_allocator(root.child("allocator"), scenario.device);
   if (model.graph) {
     YamlNode allocator = root.child("allocator");

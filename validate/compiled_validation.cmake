@@ -14,3 +14,8 @@ foreach(scenario ${OOMCAST_COMPILED_SCENARIOS})
   set_tests_properties(cpu_validation.compiled.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
                        LABELS "cpu_validation;capture;compile")
 endforeach()
+# The compiled capture runs on fake tensors: a 12.5 GB model is captured under an 8 GB limit.
+add_test(NAME capture.compiled.fake_tensors
+         COMMAND sh ${PROJECT_SOURCE_DIR}/validate/compiled/check_fake_capture.sh
+                 ${PROJECT_BINARY_DIR}/cpu_validation/compiled-fake ${OOMCAST_PYTHON})
+set_tests_properties(capture.compiled.fake_tensors PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "capture;compile")

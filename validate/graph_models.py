@@ -37,6 +37,7 @@ def compiled(fn, settings):
     """torch.compile(fn) with the scenario's compile: settings (mode, fullgraph, dynamic and the
     partitioner's activation_memory_budget, set for the process as a training script sets it)."""
     import torch
+    import torch._functorch.config  # noqa: F401  (activation_memory_budget; not imported by `import torch`)
     settings = settings if isinstance(settings, dict) else {}
     if "activation_memory_budget" in settings:
         torch._functorch.config.activation_memory_budget = float(settings["activation_memory_budget"])
