@@ -69,8 +69,14 @@ void add_onednn_buffers(GraphBuilder& g, const std::string& name, OpNode& op, co
     if (blocked) op.backward_transients.push_back(buffer("input", in_padded, true, false));
     op.backward_transients.push_back(buffer("grad_weight", weight_bytes, true, false));
     if (blocked && element == 2 && shape.kernel > 1) {
-      op.backward_transients.push_back(
-          buffer("weight_grad_scratch", bf16_weight_grad_scratch(shape, op.inputs.size() > 2, sizes[0], sizes[1], sizes[2], sizes[3]), true, false));
+      // Real order: grad_input, then the grad_weight step's reorders, buffer and this scratch, all
+      // freed before grad_weight itself is made. Placed before the grads (dying before them) it
+      // meets the grad_input step's reorders and buffer, the same sizes as the grad_weight step's
+      // (padded grad_output, padded input, the bf16 weight); what that leaves out, the grad_input
+      // already made or, without one, the grad_weight step's own buffers, is added to it.
+      const uint64_t alongside = x_requires_grad ? in_numel * element : out_bytes + in_padded + weight_bytes;
+      const uint64_t scratch = bf16_weight_grad_scratch(shape, op.inputs.size() > 2, sizes[0], sizes[1], sizes[2], sizes[3]);
+      op.backward_transients.push_back(buffer("weight_grad_scratch", scratch + alongside, false, true));
     }
   }
 }
