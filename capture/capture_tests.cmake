@@ -48,8 +48,11 @@ set_tests_properties(capture.refuses_to_overwrite_the_model PROPERTIES LABELS ca
 # Classes of code users write (issue 25, capture/tests/check_capture_classes.py): a dead tensor's
 # reused storage address, writes into views of a zeros_like, a value-dependent size stated by the
 # model file, a 4.3B-parameter model made by torch.zeros on the CPU (nothing materialised), a stack of
-# identical layers folded into a repeat, torch.utils.checkpoint called inside forward.
-foreach(case address_reuse writes_into_views stated_shape unmaterialised repeat_fold checkpoint_regions)
+# identical layers folded into a repeat, torch.utils.checkpoint called inside forward, repeat_interleave
+# by Python ints (and by values computed in __init__: refused at the __init__ line), einops absent,
+# nn.LSTM as the CPU's fused oneDNN layers.
+foreach(case address_reuse writes_into_views stated_shape unmaterialised repeat_fold checkpoint_regions
+        repeat_interleave einops_absent fused_lstm)
   add_test(NAME capture.class.${case}
            COMMAND ${run_with_torch} ${PROJECT_SOURCE_DIR}/capture/tests/check_capture_classes.py ${case})
   set_tests_properties(capture.class.${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS capture)

@@ -4,6 +4,7 @@
 import torch
 
 import checkpoint_regions
+import fused_rnn
 from op_map import catalogue_statement
 
 FLOATING = {"float32", "float16", "bfloat16", "float64"}
@@ -304,6 +305,8 @@ class GraphBuilder:
         if saved:
             stmt["saves"] = saved
         stmt["grads"] = [self.grad_rule(op, t, aliased) for t in inputs]
+        if op.op == "aten::mkldnn_rnn_layer":  # oneDNN's fused LSTM layer (capture/fused_rnn.py)
+            stmt = fused_rnn.layer_statement(self, op, stmt)
         return stmt
 
     def grad_rule(self, op, tid, aliased):

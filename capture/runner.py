@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from construction import constructing
 from recorder import CaptureError, Recorder, Recording, no_cyclic_gc
 from checkpoint_regions import checkpoint_regions
+from fused_rnn import fused_rnn_regions
 from sdpa import sdpa_regions
 
 SIZE_KEYS = ("batch_size", "seq_len", "image_size")
@@ -163,7 +164,7 @@ def record(user, path, sizes, run_optimizer=True, max_ops=MAX_OPS, backward=True
     mode.model_path, mode.sizes, mode.max_ops = path, dict(sizes), max_ops
     mode.stated_shape = getattr(user, "data_dependent_shape", None)
     torch.manual_seed(0)
-    with no_cyclic_gc(), mode, sdpa_regions(mode), checkpoint_regions(mode):
+    with no_cyclic_gc(), mode, sdpa_regions(mode), checkpoint_regions(mode), fused_rnn_regions(mode):
         with constructing(mode) as construction:
             try:
                 model = user.model()

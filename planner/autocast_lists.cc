@@ -1,77 +1,82 @@
-// The autocast op lists of aten/src/ATen/autocast_mode.cpp as names (facts, per device):
-// CUDA's lower_precision_fp, fp32 and fp32_set_opt_dtype lists (torch 1.10 to 2.13 agree on the
-// ops the planner meets), and the CPU's (TORCH_LIBRARY_IMPL(aten, AutocastCPU)), which leave
-// softmax, log_softmax, layer_norm and the pointwise/reduction ops out (they fall through and
-// run in the input's dtype) and put the losses, cross_entropy_loss included, in fp32.
+// Reads torch.autocast's op lists from planner/autocast_lists.yaml (compiled in) and answers an
+// op's class for a device and release. The lists are data so that a release that moves an op
+// (conv_transpose on the CPU in 2.0) is a new row with its source, not a code branch. Each
+// (device, release) table is built once and kept.
 #include "planner/autocast_lists.h"
 
-#include <algorithm>
-#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "scenario/outside_allocator_table.h"
+#include "scenario/yaml_reader.h"
 
 namespace oomcast::planner {
 
+using scenario::YamlDocument;
+using scenario::YamlNode;
+using scenario::read_release_range;
+
+std::string_view autocast_lists_yaml_text();  // generated from the YAML by CMake
+
 namespace {
 
-bool listed(std::string_view name, std::initializer_list<std::string_view> names) {
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
+const char* device_name(AutocastDevice device) { return device == AutocastDevice::Cpu ? "cpu" : "cuda"; }
 
-// Ops below a listed op (the kernels it dispatches to) see already-cast inputs: listing them
-// with their caller keeps a graph file that records the inner name on the same class.
-AutocastClass cuda_class(std::string_view name) {
-  if (listed(name, {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "conv1d", "conv2d", "conv3d",
-                    "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "addmv",
-                    "mv", "addr", "chain_matmul", "prelu", "scaled_dot_product_attention",
-                    "_scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
-                    "_scaled_dot_product_efficient_attention"})) {
-    return AutocastClass::Lower;
+const AutocastTable& cached_table(AutocastDevice device, int torch_version) {
+  // The planner asks once per op; most plans ask for one (device, release) only, so the last
+  // answer is kept per thread to skip the lock.
+  thread_local const AutocastTable* last_table = nullptr;
+  thread_local AutocastDevice last_device = AutocastDevice::Cuda;
+  thread_local int last_version = -1;
+  if (last_table != nullptr && last_device == device && last_version == torch_version) return *last_table;
+  static std::mutex mutex;
+  static std::map<std::pair<int, int>, std::unique_ptr<AutocastTable>> tables;
+  std::lock_guard lock(mutex);
+  auto& table = tables[{static_cast<int>(device), torch_version}];
+  if (!table) {
+    table = std::make_unique<AutocastTable>(parse_autocast_lists(
+        std::string(autocast_lists_yaml_text()), "planner/autocast_lists.yaml", device, torch_version));
   }
-  if (listed(name, {"softmax", "_softmax", "log_softmax", "_log_softmax", "layer_norm", "native_layer_norm",
-                    "group_norm", "native_group_norm", "nll_loss", "nll_loss_forward", "nll_loss2d", "mse_loss",
-                    "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits", "kl_div", "exp",
-                    "expm1", "log", "log10", "log2", "log1p", "reciprocal", "rsqrt", "pow", "softplus", "acos", "asin",
-                    "cosh", "sinh", "tan", "erfinv", "sum", "prod", "cumsum", "cumprod", "logsumexp", "norm",
-                    "linalg_vector_norm", "frobenius_norm", "dist", "cdist", "pdist", "renorm", "cosine_similarity"})) {
-    return AutocastClass::Fp32;
-  }
-  return AutocastClass::None;
-}
-
-AutocastClass cpu_class(std::string_view name, int torch_version) {
-  // conv_transpose moved from the CPU fp32 list (1.13's autocast_mode.cpp) to lower_precision_fp
-  // in 2.x (measured: validate/results/torch-2.6-cpu.md for 1.13 and 2.6,
-  // validate/op_facts/torch-2.13-cpu.tsv for 2.13).
-  if (listed(name, {"conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})) {
-    return torch_version < 200 ? AutocastClass::Fp32 : AutocastClass::Lower;
-  }
-  // prelu joined the CPU lower list in 2.x (validate/results/torch-2.6-cpu.md: 1.13 runs it as given).
-  if (name == "prelu") return torch_version < 200 ? AutocastClass::None : AutocastClass::Lower;
-  if (listed(name, {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "bmm", "mm", "linalg_vecdot",
-                    "baddbmm", "addmm", "_addmm_activation", "addbmm", "linear", "matmul", "conv_tbc",
-                    "scaled_dot_product_attention", "_native_multi_head_attention", "_scaled_dot_product_attention",
-                    "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
-                    "chain_matmul", "linalg_multi_dot"})) {
-    return AutocastClass::Lower;
-  }
-  if (listed(name, {"avg_pool3d", "binary_cross_entropy", "grid_sampler", "polar", "prod", "quantile", "nanquantile",
-                    "stft", "cdist", "trace", "cholesky", "inverse", "pinverse", "max_pool3d", "max_unpool2d",
-                    "max_unpool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d", "reflection_pad1d",
-                    "reflection_pad2d", "replication_pad1d", "replication_pad2d", "replication_pad3d", "mse_loss",
-                    "cosine_embedding_loss", "nll_loss", "nll_loss_forward", "nll_loss2d", "nll_loss_nd",
-                    "hinge_embedding_loss", "poisson_nll_loss", "smooth_l1_loss", "cross_entropy_loss", "l1_loss",
-                    "huber_loss", "margin_ranking_loss", "soft_margin_loss", "triplet_margin_loss",
-                    "multi_margin_loss", "ctc_loss", "kl_div", "multilabel_margin_loss",
-                    "binary_cross_entropy_with_logits", "linalg_solve", "linalg_cholesky", "linalg_inv",
-                    "linalg_svd", "linalg_eig", "linalg_eigh", "linalg_qr", "qr", "svd"})) {
-    return AutocastClass::Fp32;
-  }
-  return AutocastClass::None;
+  last_table = table.get();
+  last_device = device;
+  last_version = torch_version;
+  return *table;
 }
 
 }  // namespace
 
+AutocastTable parse_autocast_lists(const std::string& text, const std::string& name, AutocastDevice device,
+                                   int torch_version) {
+  YamlDocument document = YamlDocument::parse(text, name);
+  YamlNode root = document.root();
+  root.require_map();
+  root.reject_unknown_keys({"lists"});
+  AutocastTable table;
+  for (const YamlNode& row : root.child("lists").items()) {
+    row.reject_unknown_keys({"device", "class", "releases", "source", "ops"});
+    if (row.child("source").is_missing()) row.fail("every list needs a 'source'");
+    const std::string row_device = row.child("device").as_choice({"cuda", "cpu"});
+    const AutocastClass row_class =
+        row.child("class").as_choice({"lower", "fp32"}) == "lower" ? AutocastClass::Lower : AutocastClass::Fp32;
+    const bool holds = row_device == device_name(device) && read_release_range(row.child("releases")).contains(torch_version);
+    const std::vector<std::string> ops = row.child("ops").as_string_list();
+    if (ops.empty()) row.child("ops").fail("a list needs at least one op");
+    if (!holds) continue;
+    for (const std::string& op : ops) table.class_of[op] = row_class;  // a later row wins
+  }
+  return table;
+}
+
+AutocastClass autocast_class(const AutocastTable& table, std::string_view name) {
+  auto found = table.class_of.find(std::string(name));
+  return found == table.class_of.end() ? AutocastClass::None : found->second;
+}
+
 AutocastClass autocast_class(std::string_view name, AutocastDevice device, int torch_version) {
-  return device == AutocastDevice::Cpu ? cpu_class(name, torch_version) : cuda_class(name);
+  return autocast_class(cached_table(device, torch_version), name);
 }
 
 const char* autocast_class_name(AutocastClass autocast) {

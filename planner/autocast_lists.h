@@ -1,12 +1,14 @@
 // torch.autocast's op lists, per device and release: which ops run in the low dtype ("lower"),
 // which in fp32, and which follow their inputs. The catalogue's ops (softmax, layer_norm,
 // cross_entropy) and a graph file's generic ops both ask here, so a CPU job gets the CPU lists.
-// Source: aten/src/ATen/autocast_mode.cpp (TORCH_LIBRARY_IMPL(aten, AutocastCUDA/AutocastCPU));
-// measured for torch 2.13 on the CPU by validate/op_probe.py --table (validate/op_facts/).
+// The lists are the table planner/autocast_lists.yaml (compiled in; each row names its source:
+// aten/src/ATen/autocast_mode.cpp, or the probe's measurement, validate/op_probe.py --table).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace oomcast::planner {
 
@@ -19,5 +21,18 @@ enum class AutocastDevice : uint8_t { Cuda, Cpu };
 AutocastClass autocast_class(std::string_view name, AutocastDevice device, int torch_version);
 
 const char* autocast_class_name(AutocastClass autocast);
+
+// One device's lists for one release, as read from a table: the listed ops' classes.
+struct AutocastTable {
+  std::unordered_map<std::string, AutocastClass> class_of;
+};
+
+// Parses a lists table (the YAML's text; `name` is the file errors print) for `device` and
+// `torch_version`. Throws InputError (file:line:col and key) for a malformed row.
+AutocastTable parse_autocast_lists(const std::string& text, const std::string& name, AutocastDevice device,
+                                   int torch_version);
+
+// The class of `name` in a parsed table.
+AutocastClass autocast_class(const AutocastTable& table, std::string_view name);
 
 }  // namespace oomcast::planner

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "base/input_error.h"
 #include "planner/autocast_lists.h"
 #include "planner/ops/op_catalogue.h"
 
@@ -93,4 +94,41 @@ TEST_CASE("the CPU autocast lists agree with the classes the probe measured unde
     ++rows;
   }
   CHECK(rows >= 40);
+}
+
+TEST_CASE("a later row of the autocast table moves an op to another class for its releases", "[planner][autocast]") {
+  const std::string table =
+      "lists:\n"
+      "  - {device: cpu, class: fp32, releases: \"1.0+\", source: test, ops: [conv_transpose2d, mse_loss]}\n"
+      "  - {device: cpu, class: lower, releases: \"2.0+\", source: test, ops: [conv_transpose2d]}\n"
+      "  - {device: cuda, class: lower, releases: \"1.0+\", source: test, ops: [mse_loss]}\n";
+  AutocastTable before = parse_autocast_lists(table, "test.yaml", AutocastDevice::Cpu, 113);
+  AutocastTable after = parse_autocast_lists(table, "test.yaml", AutocastDevice::Cpu, 213);
+  CHECK(autocast_class(before, "conv_transpose2d") == AutocastClass::Fp32);
+  CHECK(autocast_class(after, "conv_transpose2d") == AutocastClass::Lower);
+  CHECK(autocast_class(after, "mse_loss") == AutocastClass::Fp32);
+  CHECK(autocast_class(after, "softmax") == AutocastClass::None);
+  AutocastTable cuda = parse_autocast_lists(table, "test.yaml", AutocastDevice::Cuda, 213);
+  CHECK(autocast_class(cuda, "mse_loss") == AutocastClass::Lower);
+}
+
+TEST_CASE("an autocast table row without a source is refused with its file and line", "[planner][autocast]") {
+  const std::string table =
+      "lists:\n"
+      "  - device: cpu\n"
+      "    class: lower\n"
+      "    releases: \"2.0+\"\n"
+      "    ops: [mm]\n";
+  try {
+    parse_autocast_lists(table, "lists.yaml", AutocastDevice::Cpu, 213);
+    FAIL("no error");
+  } catch (const oomcast::InputError& error) {
+    CHECK_THAT(error.what(), Catch::Contains("lists.yaml:2") && Catch::Contains("source"));
+  }
+}
+
+TEST_CASE("an autocast table row with an unknown class is refused naming the key", "[planner][autocast]") {
+  const std::string table = "lists:\n  - {device: cpu, class: half, releases: \"2.0+\", source: s, ops: [mm]}\n";
+  CHECK_THROWS_WITH(parse_autocast_lists(table, "lists.yaml", AutocastDevice::Cpu, 213),
+                    Catch::Contains("lists.yaml:2") && Catch::Contains("class"));
 }

@@ -7,7 +7,8 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${OOMCAST_VENV:-$repo/.venv}
-requirements=$repo/scripts/venv-requirements.txt
+# OOMCAST_VENV_REQUIREMENTS names another requirements file (the tests use one pip cannot satisfy).
+requirements=${OOMCAST_VENV_REQUIREMENTS:-$repo/scripts/venv-requirements.txt}
 stamp=$venv/.oomcast-requirements.sha256
 wanted=$(sha256sum "$requirements" | cut -d' ' -f1)
 
@@ -35,7 +36,7 @@ if ! "$base_python" -m venv --clear "$venv" >"$log" 2>&1; then
 fi
 if ! "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q -r "$requirements" >>"$log" 2>&1; then
   reason=$(grep -E '^ERROR:' "$log" | head -n 1)
-  echo "make-venv: pip could not install scripts/venv-requirements.txt: ${reason:-$(tail -n 1 "$log")} (full log: $log)" >&2
+  echo "make-venv: pip could not install ${requirements#"$repo"/}: ${reason:-$(tail -n 1 "$log")} (full log: $log)" >&2
   exit 2
 fi
 echo "$wanted" > "$stamp"

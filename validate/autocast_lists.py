@@ -4,7 +4,7 @@
 #   .venv/bin/python validate/autocast_lists.py ; /usr/bin/python3 validate/autocast_lists.py   # 2.13, 1.13
 # An op is "lower" when fp32 inputs give a bf16 result, "fp32" when bf16 inputs give an fp32 one.
 # validate/op_probe.py --table writes the same classes (classes() below, by aten name) into
-# validate/op_facts/, which the planner's lists (planner/autocast_lists.cc) are tested against.
+# validate/op_facts/, which the planner's lists (the table planner/autocast_lists.yaml) are tested against.
 import torch, torch.nn.functional as F
 # The probe's short names that are not the aten op's name.
 ATEN_NAMES = {"bce_logits": "binary_cross_entropy_with_logits", "sdpa": "scaled_dot_product_attention",

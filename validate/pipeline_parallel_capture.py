@@ -24,7 +24,10 @@ sys.path.insert(0, HERE)
 import capture  # noqa: E402
 import rank_launcher  # noqa: E402
 
-SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B"}
+SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
+             # Multi-stage schedules: rank r runs stages r, r + ranks, ... (pipeline_virtual_stages each).
+             "interleaved_1f1b": "ScheduleInterleaved1F1B", "zero_bubble": "ScheduleInterleavedZeroBubble"}
+MULTI_STAGE = ("interleaved_1f1b", "zero_bubble")
 
 
 def stage_layers(layers, stages, given):
@@ -110,7 +113,10 @@ def run_rank(args):
         raise ValueError("the capture runs pipeline parallelism alone: world_size must equal pipeline_parallel")
     schedule_name = str(parallel.get("pipeline_schedule", "1f1b"))
     if schedule_name not in SCHEDULES:
-        raise ValueError(f"pipeline_schedule {schedule_name!r}: the capture runs gpipe and 1f1b")
+        raise ValueError(f"pipeline_schedule {schedule_name!r}: the capture runs {', '.join(SCHEDULES)}")
+    virtual = int(parallel.get("pipeline_virtual_stages", 1))
+    multi = schedule_name in MULTI_STAGE
+    total_stages = stages * virtual
     microbatches = int(parallel.get("pipeline_microbatches", stages))
     if capture._mode(cfg.get("precision"), "fp32") != "fp32":
         raise ValueError("the pipeline capture runs fp32")
@@ -127,30 +133,36 @@ def run_rank(args):
     hidden = int(capture.resolve_model(cfg["model"], cfg["_dir"])[2]["hidden"])
     # Shapes known up front (PipelineStage's static metadata): no inference pass at the first
     # step. Received hidden states and stage outputs require grad, so gradients flow back.
-    with torch.device("meta"):
-        stage_input = (torch.empty(batch, seq, dtype=torch.long) if args.rank == 0
-                       else torch.empty(batch, seq, hidden, requires_grad=True))
-    first, last = args.rank == 0, args.rank + 1 == stages
+    local_stages = [args.rank + v * stages for v in range(virtual)] if multi else [args.rank]
+    count = total_stages if multi else stages
+    first, last = args.rank == 0, (args.rank + 1 == stages)
 
     hook = capture.Hook()
     gc.collect()
     gc.disable()
     hook.start()
     hook.mark("setup")
-    module, family, dims, options = build_stage_module(cfg, args.rank, stages)
-    vocab = int(dims["vocab"])
-    with torch.device("meta"):
-        stage_output = torch.empty(batch, seq, vocab if last else hidden, requires_grad=True)
-        # The gradients sent back: one per received hidden state (none for token ids or the loss).
-        input_grads = None if first else torch.empty(batch, seq, hidden)
-        output_grads = None if last else torch.empty(batch, seq, hidden)
-    stage = pipelining.PipelineStage(module, args.rank, stages, torch.device("cpu"),
-                                     input_args=stage_input, output_args=stage_output,
-                                     input_grads=input_grads, output_grads=output_grads)
+    modules, pipeline_stages = [], []
+    for index in local_stages:
+        module, family, dims, options = build_stage_module(cfg, index, count)
+        vocab = int(dims["vocab"])
+        is_first, is_last = index == 0, index + 1 == count
+        with torch.device("meta"):
+            stage_input = (torch.empty(batch, seq, dtype=torch.long) if is_first
+                           else torch.empty(batch, seq, hidden, requires_grad=True))
+            stage_output = torch.empty(batch, seq, vocab if is_last else hidden, requires_grad=True)
+            # The gradients sent back: one per received hidden state (none for token ids or the loss).
+            input_grads = None if is_first else torch.empty(batch, seq, hidden)
+            output_grads = None if is_last else torch.empty(batch, seq, hidden)
+        modules.append(module)
+        pipeline_stages.append(pipelining.PipelineStage(module, index, count, torch.device("cpu"),
+                                                        input_args=stage_input, output_args=stage_output,
+                                                        input_grads=input_grads, output_grads=output_grads))
     # Every stage gets the loss_fn: a schedule without one runs no backward (_has_backward).
-    schedule = getattr(pipelining, SCHEDULES[schedule_name])(stage, n_microbatches=microbatches,
-                                                              loss_fn=causal_lm_loss)
-    opt = capture.make_optimizer(torch, module.parameters(), opt_cfg)
+    schedule = getattr(pipelining, SCHEDULES[schedule_name])(pipeline_stages if multi else pipeline_stages[0],
+                                                              n_microbatches=microbatches, loss_fn=causal_lm_loss)
+    parameters_of = [p for module in modules for p in module.parameters()]
+    opt = capture.make_optimizer(torch, parameters_of, opt_cfg)
     state = {"iteration": 0}
 
     def marked(method, phase):
@@ -159,8 +171,11 @@ def run_rank(args):
             return method(chunk, *a, **k)
         return run
 
-    stage.forward_one_chunk = marked(stage.forward_one_chunk, "forward")
-    stage.backward_one_chunk = marked(stage.backward_one_chunk, "backward")
+    for stage in pipeline_stages:
+        stage.forward_one_chunk = marked(stage.forward_one_chunk, "forward")
+        stage.backward_one_chunk = marked(stage.backward_one_chunk, "backward")
+        if hasattr(stage, "backward_weight_one_chunk"):  # zero bubble's split weight gradient
+            stage.backward_weight_one_chunk = marked(stage.backward_weight_one_chunk, "backward")
     for iteration in range(iterations):
         state["iteration"] = iteration
         x, y = models.make_batch(family, dims, batch * microbatches, seq, gen, options=options)
@@ -178,9 +193,9 @@ def run_rank(args):
     hook.stop()
     gc.enable()
     events = hook.events()
-    parameters = sum(p.numel() for p in module.parameters())
+    parameters = sum(p.numel() for p in parameters_of)
     header = [f"oomcast CPU pipeline-parallel capture of {args.config}, rank {args.rank} of {stages} "
-              f"({schedule_name}, {microbatches} microbatches; torch {torch.__version__}, gloo, "
+              f"({schedule_name}, {virtual} stages per rank, {microbatches} microbatches; torch {torch.__version__}, gloo, "
               f"validate/pipeline_parallel_capture.py)",
               f"parameters: {parameters}"]
     capture.write_trace(f"{args.output}.rank{args.rank}", events, hook.labels, header)

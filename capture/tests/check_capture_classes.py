@@ -4,10 +4,18 @@ one per ctest test (capture/capture_tests.cmake), under the venv's python (torch
 
     check_capture_classes.py address_reuse       a dead tensor's storage address reused is a new tensor
     check_capture_classes.py writes_into_views   after out[..., i] = a, out requires grad in the graph
-    check_capture_classes.py stated_shape        nonzero with the model file's data_dependent_shape()
+    check_capture_classes.py stated_shape        nonzero, a boolean-mask index and unique with the model
+                                                 file's data_dependent_shape()
     check_capture_classes.py unmaterialised      a 4.3B-parameter model made by torch.zeros on the CPU
     check_capture_classes.py repeat_fold         identical Linear(w, w) layers fold into a valid repeat
     check_capture_classes.py checkpoint_regions  torch.utils.checkpoint in forward marks its module
+    check_capture_classes.py repeat_interleave   repeat_interleave by Python ints (in __init__ and forward)
+                                                 is captured; by values computed in __init__ it is refused
+                                                 naming the __init__ line
+    check_capture_classes.py einops_absent       without einops: a file importing it is refused at its
+                                                 import line; one whose import is optional is captured
+    check_capture_classes.py fused_lstm          nn.LSTM is written as the CPU's fused oneDNN layers, the
+                                                 workspace sized as torch sizes it at a batch not captured
 
 Exit 77 (skip) without torch or yaml (validate/with_python.sh fails instead under CI=true).
 """
@@ -163,7 +171,45 @@ def check_stated_shape():
     rc, err, _doc = capture(STATED_SHAPE.replace("def data_dependent_shape", "def unused"))
     if rc != 2 or "model.py line 15" not in err or "data_dependent_shape" not in err:
         fail(f"without data_dependent_shape(): expected exit 2 naming line 15 and the advice, got {rc}: {err}")
-    print(f"PASS: nonzero stated as {shapes[0]}; refused at model.py line 15 without the function")
+    rc, err, doc = capture(MASKED_AND_UNIQUE, "--sizes", "batch_size=4,8,12")
+    if rc != 0:
+        fail(f"a boolean-mask index and unique with stated shapes: capture failed: {err.strip()}")
+    body = list(statements(doc["forward"]))
+    stated = {s["aten"].split(".")[0]: [o["shape"] for o in s["outputs"]] for s in body
+              if s.get("aten", "").split(".")[0] in ("index", "_unique2")}
+    if stated.get("index") != [["batch_size/2", 8]] or stated.get("_unique2") != [["batch_size/4"], [0], [0]]:
+        fail(f"the stated shapes of the mask index and unique: {stated}")
+    print(f"PASS: nonzero stated as {shapes[0]}; refused at model.py line 15 without the function; "
+          f"mask index and unique stated as {stated}")
+
+
+# A boolean mask (the tokens a router keeps) and unique (the experts used): value-dependent
+# sizes the model file states.
+MASKED_AND_UNIQUE = '''import torch, torch.nn as nn
+
+class Keep(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.score, self.fc = nn.Linear(8, 1), nn.Linear(8, 8)
+
+    def forward(self, x):
+        keep = self.score(x).squeeze(-1) > 0
+        experts = torch.unique(self.score(x).argmax(-1) + torch.arange(x.shape[0]) % 4)
+        return self.fc(x[keep]).sum(0, keepdim=True) + experts.float().sum()
+
+def data_dependent_shape(op, inputs, sizes, line):
+    if op == "index":       # half the tokens kept
+        return (sizes["batch_size"] // 2, 8)
+    if op == "_unique2":    # values, inverse (not asked for), counts (not asked for)
+        return [(sizes["batch_size"] // 4,), (0,), (0,)]
+    return None
+
+def model():
+    return Keep()
+
+def batch(batch_size):
+    return torch.randn(batch_size, 8), torch.randint(0, 8, (1,))
+'''
 
 
 def check_unmaterialised():
@@ -295,6 +341,189 @@ def check_checkpoint_regions():
     print(f"PASS: {marked}; the checkpointed lambda is reported")
 
 
+REPEAT_INTERLEAVE = '''import torch, torch.nn as nn
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.register_buffer("freqs", torch.arange(4).float().repeat_interleave(2, dim=-1))
+
+    def forward(self, x):
+        h = self.fc(x) * self.freqs
+        h = torch.repeat_interleave(h, 2, dim=-1)
+        return h.reshape(x.shape[0], 8, 2).sum(-1)
+
+def model():
+    return M()
+
+def batch(batch_size):
+    return torch.randn(batch_size, 8), torch.randint(0, 8, (batch_size,))
+'''
+
+
+def check_repeat_interleave():
+    """repeat_interleave(t, 2, dim=-1) by a Python int has a size known from the shapes (issue 25
+    item 2): captured, in __init__ and in forward. By counts drawn at random in __init__ its size
+    depends on values: refused in one line naming model(), the __init__ line and what to do."""
+    rc, err, doc = capture(REPEAT_INTERLEAVE)
+    if rc != 0:
+        fail(f"repeat_interleave by ints was refused: {err.strip()}")
+    counts = REPEAT_INTERLEAVE.replace(
+        'torch.arange(4).float().repeat_interleave(2, dim=-1)',
+        'torch.arange(8).float().repeat_interleave(torch.randint(1, 3, (8,)))[:8]')
+    rc, err, _doc = capture(counts)
+    lines = [l for l in err.splitlines() if l.strip()]
+    if rc != 2 or len(lines) != 1 or "while model() builds the model (model.py line 7)" not in lines[0] \
+            or "data_dependent_shape" not in lines[0]:
+        fail(f"counts computed in __init__: expected exit 2 and one line naming model() and line 7; got {rc}: {err}")
+    print(f"PASS: repeat_interleave by ints captured; by random counts refused: {lines[0]}")
+
+
+# Runs the capture CLI with `einops` unimportable, as on a machine without it.
+_WITHOUT_EINOPS = """
+import importlib.abc, runpy, sys
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "einops" or name.startswith("einops."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Absent())
+sys.argv = sys.argv[1:]
+sys.path.insert(0, __import__("os").path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+OPTIONAL_EINOPS = '''import torch, torch.nn as nn
+try:
+    from einops import rearrange
+except ImportError:  # the model runs without einops
+    rearrange = None
+
+class Heads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.out = nn.Linear(16, 48), nn.Linear(16, 16)
+
+    def forward(self, x):
+        qkv = self.qkv(x)
+        if rearrange is not None:
+            q, k, v = rearrange(qkv, "b n (three h d) -> three b h n d", three=3, h=4)
+        else:
+            q, k, v = qkv.reshape(x.shape[0], x.shape[1], 3, 4, 4).permute(2, 0, 3, 1, 4)
+        att = (q @ k.transpose(-1, -2)).softmax(-1) @ v
+        return self.out(att.transpose(1, 2).reshape(x.shape[0], x.shape[1], 16))
+
+def model():
+    return nn.Sequential(Heads(), nn.Linear(16, 10))
+
+def batch(batch_size, seq_len):
+    return torch.randn(batch_size, seq_len, 16), torch.randint(0, 10, (batch_size, seq_len))
+'''
+
+
+def check_einops_absent():
+    """einops/einx are optional packages: with einops installed the corpus's einops transformer
+    is captured (cpu_validation.captured.einops_transformer); without it the same file is refused
+    in one line at its import line, and a file whose import is optional is captured both ways
+    (the same parameters)."""
+    import yaml
+    with tempfile.TemporaryDirectory() as tmp:
+        def run(path, without):
+            out = os.path.join(tmp, "g.yaml")
+            if os.path.exists(out):
+                os.remove(out)
+            cmd = [sys.executable] + (["-c", _WITHOUT_EINOPS] if without else []) + [TOOL, path, "-o", out, "-q"]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            doc = None
+            if os.path.exists(out):
+                with open(out) as f:
+                    doc = yaml.safe_load(f)
+            return proc.returncode, proc.stderr, doc
+        rc, err, doc = run(os.path.join(CORPUS, "einops_transformer.py"), True)
+        lines = [l for l in err.splitlines() if l.strip()]
+        if rc != 2 or len(lines) != 1 or doc is not None or "No module named 'einops'" not in lines[0] \
+                or "einops_transformer.py line 7" not in lines[0]:
+            fail(f"einops_transformer.py without einops: expected exit 2, one line naming line 7; got {rc}: {err}")
+        optional = os.path.join(tmp, "optional.py")
+        with open(optional, "w") as f:
+            f.write(OPTIONAL_EINOPS)
+        counts = []
+        for without in (False, True):
+            rc, err2, doc = run(optional, without)
+            if rc != 0:
+                fail(f"optional einops ({'absent' if without else 'installed'}): capture failed: {err2.strip()}")
+            counts.append(sum(_count(e) for e in doc["parameters"]))
+        if counts[0] != counts[1]:
+            fail(f"optional einops: {counts[0]} parameters with it, {counts[1]} without")
+    print(f"PASS: without einops: {lines[0]}; optional einops captured both ways ({counts[0]} parameters)")
+
+
+LSTM_LM = '''import torch, torch.nn as nn
+
+class LM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 24)
+        self.lstm = nn.LSTM(24, 40, num_layers=2, batch_first=True)
+        self.head = nn.Linear(40, 50)
+
+    def forward(self, ids):
+        out, _state = self.lstm(self.embed(ids))
+        return self.head(out)
+
+def model():
+    return LM()
+
+def batch(batch_size, seq_len):
+    ids = torch.randint(0, 50, (batch_size, seq_len + 1))
+    return ids[:, :-1], ids[:, 1:]
+'''
+
+
+def check_fused_lstm():
+    """nn.LSTM on the CPU runs oneDNN's fused layer (one aten::mkldnn_rnn_layer per layer, which
+    saves its workspace), not the per-step ops the meta device decomposes it into: the graph
+    has one generic mkldnn_rnn_layer per layer, and its workspace, evaluated at a batch and
+    length the capture did not run, has the bytes the real CPU kernel returns there."""
+    import re
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    rc, err, doc = capture(LSTM_LM)
+    if rc != 0:
+        fail(f"capture failed: {err.strip()}")
+    layers = [s for s in statements(doc["forward"]) if s.get("aten") == "mkldnn_rnn_layer"]
+    if len(layers) != 2 or any(s["outputs"][3].get("dtype") != "uint8" for s in layers):
+        fail(f"expected two mkldnn_rnn_layer ops with a uint8 workspace; got {layers}")
+    per_step = [s.get("aten") for s in statements(doc["forward"]) if s.get("aten") in ("sigmoid", "tanh", "unsafe_chunk")]
+    if per_step:
+        fail(f"per-step LSTM ops left in the graph: {per_step[:4]}")
+    sizes = {"batch_size": 7, "seq_len": 29}
+    expr = layers[0]["outputs"][3]["shape"][0]
+    planned = eval(re.sub(r"/", "//", expr), {"__builtins__": {}}, sizes)  # noqa: S307 (the file's arithmetic)
+    seen = []
+
+    class Workspaces(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if "mkldnn_rnn_layer.default" in str(func):
+                seen.append(out[3].numel())
+            return out
+    sys.path.insert(0, CAPTURE)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "lm.py")
+        with open(path, "w") as f:
+            f.write(LSTM_LM)
+        import runner
+        user = runner.load_model_file(path)
+        inputs, _target = user.batch(**sizes)
+        with Workspaces():
+            user.model()(inputs)
+    if not seen or seen[0] != planned:
+        fail(f"workspace at {sizes}: the graph says {planned} B, the CPU kernel made {seen}")
+    print(f"PASS: 2 fused LSTM layers; workspace at {sizes}: {planned} B, as the CPU kernel's")
+
+
 def _capture_output(source):
     """(exit status, stdout + stderr) of the capture CLI without -q."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -326,7 +555,9 @@ def main():
         return 77
     checks = {"address_reuse": check_address_reuse, "writes_into_views": check_writes_into_views,
               "stated_shape": check_stated_shape, "unmaterialised": check_unmaterialised,
-              "repeat_fold": check_repeat_fold, "checkpoint_regions": check_checkpoint_regions}
+              "repeat_fold": check_repeat_fold, "checkpoint_regions": check_checkpoint_regions,
+              "repeat_interleave": check_repeat_interleave, "einops_absent": check_einops_absent,
+              "fused_lstm": check_fused_lstm}
     if len(sys.argv) != 2 or sys.argv[1] not in checks:
         fail("usage: check_capture_classes.py " + "|".join(checks))
     checks[sys.argv[1]]()

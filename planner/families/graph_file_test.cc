@@ -183,7 +183,7 @@ TEST_CASE("generic ops named by their aten ops follow autocast as the catalogue'
   SECTION("fp32") {}
   SECTION("amp_bf16: matmuls in bf16 through the weight cache, log_softmax in fp32") {
     // On a GPU: CUDA's lists put _log_softmax itself in fp32. On the CPU the fp32 policy sits on
-    // cross_entropy_loss (planner/autocast_lists.cc), which this graph's inner _log_softmax and
+    // cross_entropy_loss (planner/autocast_lists.yaml), which this graph's inner _log_softmax and
     // nll_loss_forward do not name; a captured CPU graph carries autocast's cast explicitly.
     scenario.precision = Precision::AmpBf16;
     scenario.device.is_cpu = false;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "planner/ops/op_catalogue.h"
+#include "planner/parallel/expert_parallel_moe.h"
 #include "planner/transformers_release_facts.h"
 #include "scenario/model_families.h"
 
@@ -89,6 +90,7 @@ MoeShape read_moe_shape(const ModelConfig& model) {
   shape.sparse_step = dim(model, "decoder_sparse_step");
   shape.mlp_only_layers = model.mlp_only_layers;
   shape.stacked = transformers_release_facts(static_cast<int>(dim(model, "transformers_version"))).stacked_experts;
+  shape.expert_parallel = dim(model, "expert_parallel");  // set per rank by planner/parallel/mesh_rank.cc
   return shape;
 }
 
@@ -111,8 +113,9 @@ MoeBlock register_moe_block(GraphBuilder& g, const MoeShape& shape, int64_t hidd
   if (shape.stacked) {
     // Qwen3MoeSparseMoeBlock registers experts, then gate; MixtralSparseMoeBlock gate first.
     auto experts = [&] {
-      block.stacked_gate_up = g.parameter("experts.gate_up_proj", {shape.experts, 2 * shape.expert_ffn, hidden});
-      block.stacked_down = g.parameter("experts.down_proj", {shape.experts, hidden, shape.expert_ffn});
+      const int64_t local = shape.experts / shape.expert_parallel;  // the rank's experts
+      block.stacked_gate_up = g.parameter("experts.gate_up_proj", {local, 2 * shape.expert_ffn, hidden});
+      block.stacked_down = g.parameter("experts.down_proj", {local, hidden, shape.expert_ffn});
     };
     if (!shape.mixtral_names) experts();
     block.router = g.parameter("gate.weight", {shape.experts, hidden});
@@ -120,7 +123,7 @@ MoeBlock register_moe_block(GraphBuilder& g, const MoeShape& shape, int64_t hidd
   } else {
     block.router = g.parameter("gate.weight", {shape.experts, hidden});
   }
-  for (int64_t e = 0; e < shape.experts && !shape.stacked; ++e) {
+  for (int64_t e = 0; e < shape.experts / shape.expert_parallel && !shape.stacked; ++e) {
     block.experts.push_back(register_dense_mlp(g, "experts." + std::to_string(e), hidden, shape.expert_ffn, false,
                                                false, shape.mixtral_names));
   }
@@ -245,30 +248,35 @@ TensorId moe_block_forward(GraphBuilder& g, const MoeShape& shape, const MoeBloc
     g.pop_module();
     return out;
   }
-  TensorId final_states = ops::constant(g, "final_hidden_states", tokens * static_cast<uint64_t>(hidden), dtype);
-  // expert_mask = one_hot(selected_experts, E).permute(2, 1, 0): int64 [E, k, tokens].
-  TensorId mask = ops::constant(g, "expert_mask", tokens * static_cast<uint64_t>(k * shape.experts), DType::Int64,
-                                routing.selected);
-  g.hold(mask);
-  const std::vector<uint64_t> counts =
-      expert_token_counts(tokens, shape.experts, k, !g.context().moe_worst_case);
-  for (int64_t e = 0; e < shape.experts; ++e) {
-    const uint64_t rows = counts[static_cast<size_t>(e)];
-    if (rows == 0) continue;  // HF skips experts no token chose
-    const std::string prefix = "experts." + std::to_string(e);
-    g.begin_scope();
-    // idx, top_x = torch.where(expert_mask[expert_idx]): one int64 [rows, 2] nonzero result,
-    // unbound into two views (so saving either keeps both).
-    TensorId where = ops::constant(g, prefix + ".where", 2 * rows, DType::Int64, mask);
-    TensorId top_x = g.view(where, prefix + ".top_x", rows);
-    g.hold(where);
-    TensorId current = ops::gather_rows(g, prefix + ".current_state", flat, top_x, rows * static_cast<uint64_t>(hidden));
-    TensorId expert_out = dense_mlp_forward(g, prefix, block.experts[static_cast<size_t>(e)], current, false);
-    // routing_weights[top_x, idx, None]: a [rows, 1] gather, then the broadcasting mul.
-    TensorId weight = ops::gather_rows(g, prefix + ".routing_weight", routing.weights, top_x, rows);
-    TensorId weighted = ops::mul(g, prefix + ".weighted", expert_out, weight);
-    final_states = ops::index_add(g, prefix + ".index_add", final_states, top_x, weighted);
-    g.end_scope();
+  TensorId final_states =
+      shape.expert_parallel > 1
+          ? parallel::expert_parallel_experts_forward(g, shape, block, flat, routing, hidden, tokens, k)
+          : ops::constant(g, "final_hidden_states", tokens * static_cast<uint64_t>(hidden), dtype);
+  if (shape.expert_parallel == 1) {
+    // expert_mask = one_hot(selected_experts, E).permute(2, 1, 0): int64 [E, k, tokens].
+    TensorId mask = ops::constant(g, "expert_mask", tokens * static_cast<uint64_t>(k * shape.experts), DType::Int64,
+                                  routing.selected);
+    g.hold(mask);
+    const std::vector<uint64_t> counts =
+        expert_token_counts(tokens, shape.experts, k, !g.context().moe_worst_case);
+    for (int64_t e = 0; e < shape.experts; ++e) {
+      const uint64_t rows = counts[static_cast<size_t>(e)];
+      if (rows == 0) continue;  // HF skips experts no token chose
+      const std::string prefix = "experts." + std::to_string(e);
+      g.begin_scope();
+      // idx, top_x = torch.where(expert_mask[expert_idx]): one int64 [rows, 2] nonzero result,
+      // unbound into two views (so saving either keeps both).
+      TensorId where = ops::constant(g, prefix + ".where", 2 * rows, DType::Int64, mask);
+      TensorId top_x = g.view(where, prefix + ".top_x", rows);
+      g.hold(where);
+      TensorId current = ops::gather_rows(g, prefix + ".current_state", flat, top_x, rows * static_cast<uint64_t>(hidden));
+      TensorId expert_out = dense_mlp_forward(g, prefix, block.experts[static_cast<size_t>(e)], current, false);
+      // routing_weights[top_x, idx, None]: a [rows, 1] gather, then the broadcasting mul.
+      TensorId weight = ops::gather_rows(g, prefix + ".routing_weight", routing.weights, top_x, rows);
+      TensorId weighted = ops::mul(g, prefix + ".weighted", expert_out, weight);
+      final_states = ops::index_add(g, prefix + ".index_add", final_states, top_x, weighted);
+      g.end_scope();
+    }
   }
   if (shape.shared_expert_ffn > 0) {
     // Qwen2-MoE: shared_expert(x) * sigmoid(shared_expert_gate(x)), added to the sparse sum.

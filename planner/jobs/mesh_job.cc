@@ -4,13 +4,14 @@
 // names (a per-rank comparison). Step time: the stage's compute for all microbatches plus
 // the pipeline bubble, (stages - 1) / (virtual stages x microbatches) of it (Narayanan et
 // al., SC'21, §2.2), a third of that under zero bubble (ZB-H1, Qi et al., ICLR 2024), plus
-// the tensor-parallel all-reduces the compute does not hide.
+// the tensor-parallel all-reduces and expert-parallel all-to-alls the compute does not hide.
 #include "planner/jobs/mesh_job.h"
 
 #include <algorithm>
 
 #include "base/input_error.h"
 #include "planner/jobs/training_job.h"
+#include "planner/families/moe_block.h"
 #include "planner/parallel/mesh_rank.h"
 
 namespace oomcast::planner {
@@ -65,13 +66,33 @@ double tensor_parallel_seconds(const Scenario& scenario, const MeshRank& rank, d
   return per_collective * 4.0 * static_cast<double>(rank.layers) * static_cast<double>(mesh.microbatches());
 }
 
+// Seconds of the EP all-to-alls a step adds: four per sparse layer and microbatch (dispatch and
+// combine, forward and backward) of the rank's tokens x top-k rows of hidden, (ep - 1) / ep of
+// them leaving the rank, over the intra-node link (an estimate: EP across nodes is slower);
+// exposed, as torchtitan's token dispatch waits on each before the experts run.
+double expert_parallel_seconds(const Scenario& scenario, const MeshRank& rank, double link_bytes_per_second) {
+  const MeshConfig& mesh = rank.mesh;
+  if (mesh.expert_parallel <= 1 || link_bytes_per_second <= 0.0) return 0.0;
+  const families::MoeShape shape = families::read_moe_shape(scenario.model);
+  const int64_t layers = scenario.model.dims.count("layers") ? scenario.model.dims.at("layers") : 0;
+  int64_t sparse = 0;
+  for (int64_t layer = 0; layer < layers; ++layer) sparse += shape.sparse_layer(layer) ? 1 : 0;
+  if (sparse == 0 || layers == 0) return 0.0;
+  const double ep = static_cast<double>(mesh.expert_parallel);
+  const double rows = static_cast<double>(rank.tokens) * static_cast<double>(std::min(shape.experts_per_token, shape.experts));
+  const double bytes = rows * static_cast<double>(rank.hidden) * (scenario.precision == Precision::Fp32 ? 4.0 : 2.0);
+  const double per_collective = (ep - 1.0) / ep * bytes / link_bytes_per_second;
+  const double rank_sparse = static_cast<double>(sparse) * static_cast<double>(rank.layers) / static_cast<double>(layers);
+  return per_collective * 4.0 * rank_sparse * static_cast<double>(mesh.microbatches());
+}
+
 void add_pipeline_time(const Scenario& scenario, const MeshRank& rank, StepTime& time) {
   if (!time.modelled) return;
   const MeshConfig& mesh = rank.mesh;
   const double link = scenario.device.throughput.interconnect_gbps * 1e9;
-  const double tp_seconds = tensor_parallel_seconds(scenario, rank, link);
-  time.communication_seconds += tp_seconds;
-  time.communication_exposed_seconds += tp_seconds;
+  const double collective_seconds = tensor_parallel_seconds(scenario, rank, link) + expert_parallel_seconds(scenario, rank, link);
+  time.communication_seconds += collective_seconds;
+  time.communication_exposed_seconds += collective_seconds;
   double bubble = 0.0;
   if (mesh.pipeline_parallel > 1) {
     bubble = static_cast<double>(mesh.pipeline_parallel - 1) /
@@ -79,7 +100,7 @@ void add_pipeline_time(const Scenario& scenario, const MeshRank& rank, StepTime&
     if (mesh.pipeline_schedule == PipelineSchedule::ZeroBubble) bubble /= 3.0;
   }
   const double compute = time.forward_seconds + time.backward_seconds + time.recompute_seconds;
-  time.step_seconds += compute * bubble + tp_seconds;
+  time.step_seconds += compute * bubble + collective_seconds;
 }
 
 }  // namespace

@@ -158,7 +158,9 @@ Scenario rank_scenario(const Scenario& scenario, const MeshRank& rank) {
     divide_dim(model, name, tp);
   }
   if (mesh.vocab_parallel) divide_dim(model, "vocab", tp);
-  divide_dim(model, "experts", mesh.expert_parallel);
+  // The MoE block keeps the whole router and registers experts / EP of the experts
+  // (planner/parallel/expert_parallel_moe.h).
+  if (mesh.expert_parallel > 1) model.dims["expert_parallel"] = mesh.expert_parallel;
   if (mesh.pipeline_parallel > 1) {
     model.dims["layers"] = rank.layers;
     model.options["pipeline_first_stage"] = rank.first_stage() ? "true" : "false";
@@ -188,6 +190,10 @@ void apply_mesh_to_graph(LayerGraph& graph, const MeshRank& rank) {
     read_by_linear[graph.tensors[op.inputs[0]].storage] = 1;
   }
   const bool split_sequence = mesh.tensor_parallel > 1 && mesh.sequence_parallel;
+  // Experts of one module each (transformers 4) are dispatched in the graph itself; the
+  // stacked experts of transformers 5 get the dispatch and combine as an estimate at the top-k.
+  bool dispatched_in_graph = false;
+  for (const OpNode& op : graph.ops) dispatched_in_graph = dispatched_in_graph || ends_with(graph.names[op.name], "ep.dispatch_all_to_all");
   const uint64_t tp = static_cast<uint64_t>(mesh.tensor_parallel);
   std::vector<uint8_t> split(graph.tensors.size(), 0);
   std::vector<uint8_t> gathered(graph.tensors.size(), 0);  // per storage: its all-gather planned
@@ -235,7 +241,7 @@ void apply_mesh_to_graph(LayerGraph& graph, const MeshRank& rank) {
       op.forward_transients.push_back({name("cp.gathered_kv"), kv * (1 + cp), false});
       op.backward_transients.push_back({name("cp.gathered_kv_and_grads"), kv * (3 + cp), false});
     }
-    if (mesh.expert_parallel > 1 && op.kind == OpKind::TopK && !op.inputs.empty()) {
+    if (mesh.expert_parallel > 1 && !dispatched_in_graph && op.kind == OpKind::TopK && !op.inputs.empty()) {
       // Dispatch and combine: tokens x top_k rows of hidden, sent and received.
       const uint64_t routed = graph.tensors[op.outputs.empty() ? op.inputs[0] : op.outputs[0]].numel;
       const uint64_t bytes = routed * static_cast<uint64_t>(rank.hidden) *

@@ -47,13 +47,23 @@ std::vector<uint32_t> allocate_pipeline_batch(const LayerGraph& graph, const Mes
   if (!first_step) return batch;
   // A stage before the last receives gradients shaped like its output, the hidden states.
   if (!rank.last_stage() && hidden_bytes == 0 && graph.loss != kNoTensor) hidden_bytes = graph.tensors[graph.loss].bytes();
-  for (uint64_t micro = 0; micro < microbatches && !rank.first_stage(); ++micro) {
-    writer->alloc(writer->intern("pipeline.recv_activations.mb" + std::to_string(micro)), hidden_bytes,
-                  TensorCategory::Communication);
+  // Under a multi-stage schedule every local stage (rank, rank + stages, ...) has its own
+  // buffers: all but the job's first stage receive activations, all but its last gradients
+  // (measured: interleaved 1F1B, 2 ranks x 2 stages, validate/pipeline_parallel_capture.py).
+  const int64_t local = rank.mesh.pipeline_virtual_stages;
+  const int64_t receiving_activations = local - (rank.first_stage() ? 1 : 0);
+  const int64_t receiving_grads = local - (rank.last_stage() ? 1 : 0);
+  for (int64_t stage = 0; stage < receiving_activations; ++stage) {
+    for (uint64_t micro = 0; micro < microbatches; ++micro) {
+      writer->alloc(writer->intern("pipeline.recv_activations.mb" + std::to_string(micro)), hidden_bytes,
+                    TensorCategory::Communication);
+    }
   }
-  for (uint64_t micro = 0; micro < microbatches && !rank.last_stage(); ++micro) {
-    writer->alloc(writer->intern("pipeline.recv_grads.mb" + std::to_string(micro)), hidden_bytes,
-                  TensorCategory::Communication);
+  for (int64_t stage = 0; stage < receiving_grads; ++stage) {
+    for (uint64_t micro = 0; micro < microbatches; ++micro) {
+      writer->alloc(writer->intern("pipeline.recv_grads.mb" + std::to_string(micro)), hidden_bytes,
+                    TensorCategory::Communication);
+    }
   }
   return batch;
 }

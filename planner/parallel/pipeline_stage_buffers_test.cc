@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "planner/jobs/mesh_job.h"
 #include "planner/jobs/training_job.h"
 #include "planner/parallel/mesh_rank.h"
 #include "planner/parallel/pipeline_stage_buffers.h"
@@ -89,4 +90,23 @@ TEST_CASE("The last stage's logits live until their microbatch's backward", "[pa
   for (PipelineSchedule schedule : {PipelineSchedule::GPipe, PipelineSchedule::OneForwardOneBackward}) {
     CHECK(phase_freed(plan_steps(two_stages(schedule, 1)), "lm_head.out", 1) == "iter1/mb1/backward");
   }
+}
+
+// Interleaved 1F1B, 2 ranks x 2 local stages: the first rank's stage 0 receives gradients only
+// and its stage 2 activations and gradients; 3 sets of 4 microbatch buffers, not 1.
+TEST_CASE("every local stage of a multi-stage schedule has its own receive buffers", "[parallel][mesh][pipeline]") {
+  auto receive_buffers = [](int64_t virtual_stages) {
+    Scenario scenario = two_stages(PipelineSchedule::Interleaved1F1B, 0);
+    scenario.parallel.mesh.pipeline_virtual_stages = virtual_stages;
+    const PlannedTrace planned = plan_mesh_job(scenario);
+    int found = 0;
+    for (size_t i = 0; i < planned.trace.events.size(); ++i) {
+      if (planned.trace.events[i].kind != oomcast::sim::EventKind::Alloc) continue;
+      const std::string& name = planned.names[planned.info[i].tensor];
+      found += name.rfind("pipeline.recv_", 0) == 0;
+    }
+    return found;
+  };
+  CHECK(receive_buffers(1) == 4);
+  CHECK(receive_buffers(2) == 12);
 }

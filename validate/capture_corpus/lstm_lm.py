@@ -1,6 +1,5 @@
 # An LSTM language model as tutorials write it: embedding, two-layer nn.LSTM (batch_first),
-# dropout, a linear decoder tied to the embedding. The sequence length is fixed (BPTT chunks):
-# on the CPU nn.LSTM runs one step of ops per time step, a program that grows with the length.
+# dropout, a linear decoder tied to the embedding. The sequence length is fixed (BPTT chunks).
 import torch
 import torch.nn as nn
 
