@@ -161,10 +161,12 @@ def inexact_reason(b, call):
             return "enable_gqa with k, v not [batch, kv_heads, seq, head_dim] of q's batch, seq and head_dim"
     elif len(shapes[0]) != 4 or shapes[1] != shapes[0] or shapes[2] != shapes[0]:
         return "q, k, v are not all [batch, heads, seq, head_dim] of one shape"
-    if o["scale"] is not None and abs(o["scale"] * shapes[0][3] ** 0.5 - 1.0) > 1e-6:
-        return "a scale other than 1/sqrt(head_dim)"
-    if not isinstance(o["dropout_p"], (int, float)):
-        return "dropout_p is not a number"
+    # A `scale` is taken by every kernel (the CPU flash kernel, CUDA's, the math backend's scalar
+    # muls) and changes no tensor. What picks the kernel is the dropout: the CPU flash kernel
+    # takes none (torch 2.13: torch._fused_sdp_choice answers math for dropout_p > 0), so the
+    # statement carries the call's dropout_p and the planner runs the math backend on the CPU.
+    if not isinstance(o["dropout_p"], (int, float)) or not 0.0 <= o["dropout_p"] <= 1.0:
+        return "dropout_p is not a probability"
     return None
 
 
@@ -211,6 +213,8 @@ def sdpa_statement(b, op, note):
         stmt["attn_mask"] = b.name(call.mask)
     if call.options["enable_gqa"]:
         stmt["enable_gqa"] = True
+    if call.options["dropout_p"] > 0:
+        stmt["dropout"] = float(call.options["dropout_p"])
     for n in "qkv":
         if call.mergeable.get(n):
             stmt[f"{n}_contiguous"] = True

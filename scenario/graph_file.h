@@ -85,6 +85,7 @@ struct Option {
   std::string key;
   bool flag = false;
   Expr number;
+  double real = 0.0;  // OptionType::Real (a probability: attention's dropout)
   Shape shape;
   DTypeSpec dtype = DTypeSpec::Inferred;
   SourceLocation where;

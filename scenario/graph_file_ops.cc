@@ -78,7 +78,7 @@ void GraphReader::read_catalogue_op(const YamlNode& item, OpStatement& op) {
     switch (spec_option.type) {
       case OptionType::Flag: option.flag = value.as_bool(); break;
       case OptionType::Integer: option.number = read_expr(value); break;
-      case OptionType::Real: value.as_number(0.0, 1.0); break;
+      case OptionType::Real: option.real = value.as_number(0.0, 1.0); break;
       case OptionType::Shape: option.shape = read_shape(value); break;
       case OptionType::DType: option.dtype = read_dtype(value); break;
     }

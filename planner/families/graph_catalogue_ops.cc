@@ -229,12 +229,15 @@ void GraphFileBuilder::run_catalogue_op(const scenario::graph::Statement& statem
                                  shape_text(v.shape));
         }
         // torch 2.5+ runs enable_gqa in the flash kernels (CUDA and CPU) with k and v as they
-        // are (the fused op sizes everything by q and references k, v); the other backends
-        // fall back to math, which repeats k and v: not modelled.
-        if (g_.context().attention != AttentionImpl::Flash) {
-          fail_op(op, where, "enable_gqa (grouped k/v heads) is taken as it is only by the flash kernel; the "
-                             "math fallback's repeated k and v are not modelled: use attention: flash");
+        // are (the fused op sizes everything by q and references k, v); the math backend repeats
+        // k and v to q's heads (modelled); CUDA's memory-efficient kernel falls back to math,
+        // not modelled.
+        const AttentionImpl asked = g_.context().attention;
+        if (asked != AttentionImpl::Flash && asked != AttentionImpl::SdpaMath) {
+          fail_op(op, where, "enable_gqa (grouped k/v heads) is modelled for the flash kernel and the math "
+                             "backend: use attention: flash or sdpa_math");
         }
+        shape.kv_heads = k.shape[1];
       } else if (product(k.shape) != product(q.shape) || product(v.shape) != product(q.shape)) {
         fail_op(op, where, "shape mismatch: q " + shape_text(q.shape) + ", k " + shape_text(k.shape) + ", v " +
                                shape_text(v.shape) + " (repeat grouped k/v heads with expand_copy first)");
@@ -260,6 +263,7 @@ void GraphFileBuilder::run_catalogue_op(const scenario::graph::Statement& statem
         shape.sdpa_mask_last = m.empty() ? 1 : m.back();
       }
       shape.heads_first = option_flag(op, "heads_first", false);
+      if (const scenario::graph::Option* dropout = op.option("dropout")) shape.dropout = dropout->real;
       TensorId y = ops::attention(g_, leaf, q.tensor, k.tensor, v.tensor, shape);
       if (shape.heads_first) return bind_outputs(op, {y}, {Shape{shape.batch, shape.heads, shape.seq, shape.head_dim}});
       return bind_outputs(op, {y}, {Shape{shape.batch, shape.seq, shape.heads * shape.head_dim}});

@@ -7,6 +7,7 @@
 
 #include "planner/families/graph_file_builder.h"
 #include "planner/ops/cpu_gemm_buffer.h"
+#include "planner/ops/generic_backward_temporaries.h"
 #include "planner/torch_release_facts.h"
 
 namespace oomcast::planner::families {
@@ -278,6 +279,7 @@ void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statemen
   }
 
   std::vector<TensorId> outputs;
+  TensorId hidden_storage = kNoTensor;  // an output's storage larger than the output (mse_loss)
   std::vector<Shape> shapes;
   for (size_t i = 0; i < op.outputs.size(); ++i) {
     const scenario::graph::Output& output = op.outputs[i];
@@ -287,6 +289,12 @@ void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statemen
     if (output.view_of.present()) {
       const Binding& base = lookup(output.view_of, &op);
       outputs.push_back(g_.view(base.tensor, name, numel));
+    } else if (i == 0 && aten == "mse_loss" && g_.context().cpu_kernels && !inputs.empty()) {
+      // The CPU's mse_loss reduces a loss-sized (input-sized) tensor in place and returns its
+      // 0-dim result on that storage (torch 2.13: untyped_storage().nbytes() == input.nbytes(),
+      // reduction mean or sum, with or without grad): the storage lives as long as the loss.
+      hidden_storage = g_.activation(name + ".storage", g_.tensor(inputs[0]).numel, dtype_of(output.dtype, computed));
+      outputs.push_back(g_.view(hidden_storage, name, numel));
     } else {
       outputs.push_back(g_.activation(name, numel, dtype_of(output.dtype, computed)));
     }
@@ -347,6 +355,9 @@ void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statemen
   }
 
   std::vector<BackwardStep> program = backward_program(statement, op, leaf, inputs, originals, saved);
+  if (program.empty() && op.backward_temporaries.empty()) {
+    backward_transients = ops::generic_backward_temporaries(g_, leaf, aten, inputs, outputs, grads);
+  }
   if (!program.empty()) {
     for (size_t i = 0; i < grads.size(); ++i) grads[i] = GradRule::None;
     for (const BackwardStep& step : program) {
@@ -356,7 +367,9 @@ void GraphFileBuilder::run_generic_op(const scenario::graph::Statement& statemen
 
   OpKind kind = default_kind(aten);
   if (!op.kind.empty()) parse_op_kind(op.kind, &kind);
-  OpNode& node = g_.add_op(kind, leaf, std::move(inputs), outputs, std::move(grads));
+  std::vector<TensorId> node_outputs = outputs;
+  if (hidden_storage != kNoTensor) node_outputs.insert(node_outputs.begin(), hidden_storage);
+  OpNode& node = g_.add_op(kind, leaf, std::move(inputs), node_outputs, std::move(grads));
   node.uses_cublas = op.cublas >= 0 ? op.cublas == 1 : uses_cublas(aten);
   node.saved = std::move(saved);
   node.forward_transients = std::move(forward_transients);

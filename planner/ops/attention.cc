@@ -6,6 +6,7 @@
 #include "base/input_error.h"
 #include "planner/ops/cpu_gemm_buffer.h"
 #include "planner/ops/op_catalogue.h"
+#include "planner/torch_release_facts.h"
 
 namespace oomcast::planner::ops {
 
@@ -81,6 +82,21 @@ TensorId sdpa_mask_input(GraphBuilder& g, const std::string& name, const Attenti
   return converted;
 }
 
+// The dropout probability the call applies: its own dropout_p in training (an SDPA call the
+// capture recorded), else the scenario's.
+double attention_dropout(const GraphBuilder& g, const AttentionShape& shape) {
+  if (shape.dropout < 0.0) return g.active_dropout();
+  return g.context().training ? shape.dropout : 0.0;
+}
+
+// SDPA's enable_gqa outside the flash kernels: the math backend repeats k and v to q's heads
+// first (unsqueeze, expand, clone: a copy of q's element count each; torch 2.13's
+// _scaled_dot_product_attention_math), and the copies are what its matmuls read and save.
+TensorId repeat_heads(GraphBuilder& g, const std::string& leaf, TensorId x, const AttentionShape& shape) {
+  if (shape.kv_heads <= 0 || shape.kv_heads == shape.heads) return x;
+  return expand_copy(g, leaf, x, g.tensor(x).numel / static_cast<uint64_t>(shape.kv_heads) * static_cast<uint64_t>(shape.heads));
+}
+
 TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, TensorId k, TensorId v,
                          const AttentionShape& shape) {
   uint64_t scores_numel = static_cast<uint64_t>(shape.batch * shape.heads * shape.seq * shape.seq);
@@ -120,7 +136,7 @@ TensorId eager_attention(GraphBuilder& g, const std::string& name, TensorId q, T
     att = filled;
   }
   TensorId probabilities = softmax(g, name + ".softmax", att);
-  TensorId dropped = dropout(g, name + ".attn_dropout", probabilities);
+  TensorId dropped = dropout_with(g, name + ".attn_dropout", probabilities, attention_dropout(g, shape));
   g.hold(dropped);  // `att` is a local of forward(): it lives until the module returns
   TensorId y = bmm(g, name + ".av", dropped, v, out_numel, false, !shape.v_contiguous, true,
                    static_cast<uint64_t>(shape.seq), matrices);
@@ -142,14 +158,18 @@ TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, Te
   TensorId q32 = g.cast(qa, DType::Float32, name + ".q_fp32");
   TensorId k32 = g.cast(ka, DType::Float32, name + ".k_fp32");
   TensorId v32 = g.cast(va, DType::Float32, name + ".v_fp32");
-  // q * sqrt(scale) and k * sqrt(scale): scalar muls, nothing saved.
+  // q * sqrt(scale) and k * sqrt(scale): scalar muls, nothing saved (any `scale` argument).
   TensorId q_scaled = scale(g, name + ".q_scale", q32);
-  TensorId k_scaled = scale(g, name + ".k_scale", k32);
+  TensorId k_repeated = repeat_heads(g, name + ".k_repeat", k32, shape);
+  v32 = repeat_heads(g, name + ".v_repeat", v32, shape);
+  // the repeats are fresh [b, heads, s, d] tensors: matmul views them as 3-D without a copy
+  const bool repeated = shape.kv_heads > 0 && shape.kv_heads != shape.heads;
+  TensorId k_scaled = scale(g, name + ".k_scale", k_repeated);
   // The scalar muls keep their input's strides, so matmul copies q and kᵀ exactly when it
   // would copy the unscaled ones (the shape's *_contiguous flags), and v likewise.
   const auto matrices = static_cast<uint64_t>(shape.batch * shape.heads);
   TensorId scores = bmm(g, name + ".qk", q_scaled, k_scaled, scores_numel, !shape.q_contiguous,
-                       !shape.k_contiguous, false, static_cast<uint64_t>(shape.head_dim), matrices);
+                       !shape.k_contiguous && !repeated, false, static_cast<uint64_t>(shape.head_dim), matrices);
   std::vector<Transient> mask_transients;
   if (shape.causal) {
     // is_causal: a bool tril [s, s], then the float additive mask, added in place.
@@ -158,8 +178,8 @@ TensorId math_attention(GraphBuilder& g, const std::string& name, TensorId q, Te
     mask_transients.push_back(Transient{g.intern(name + ".causal_float"), mask_numel * 4, false});
   }
   TensorId probabilities = plain_softmax(g, name + ".safe_softmax", scores, std::move(mask_transients), mask);
-  TensorId dropped = dropout(g, name + ".dropout", probabilities);
-  TensorId y = bmm(g, name + ".av", dropped, v32, out_numel, false, !shape.v_contiguous, false,
+  TensorId dropped = dropout_with(g, name + ".dropout", probabilities, attention_dropout(g, shape));
+  TensorId y = bmm(g, name + ".av", dropped, v32, out_numel, false, !shape.v_contiguous && !repeated, false,
                    static_cast<uint64_t>(shape.seq), matrices);
   // The math backend returns (output.to(orig_dtype), attn.to(orig_dtype)); F.sdpa drops the
   // second, so it is a transient the size of the scores.
@@ -264,6 +284,15 @@ TensorId attention_with(GraphBuilder& g, std::string_view leaf, TensorId q, Tens
   // (sdp_utils_cpp.cpp use_flash_attention_cpp checks only the mask's shape).
   if (impl == AttentionImpl::Flash && shape.sdpa_mask != kNoTensor && !g.context().cpu_kernels) {
     impl = AttentionImpl::MemEfficient;
+  }
+  // The CPU's flash kernel takes no dropout (sdp_utils_cpp.cpp: check_for_dropout is among
+  // use_flash_attention_cpp's constraints; a custom scale, masks and enable_gqa are taken), so a
+  // call whose dropout is active runs the math backend: torch._fused_sdp_choice under 2.13 CPU
+  // answers math for dropout_p 0.1 and flash for the same call without it.
+  const bool fused = impl == AttentionImpl::Flash || impl == AttentionImpl::MemEfficient;
+  if (fused && g.context().cpu_kernels && attention_dropout(g, shape) > 0.0 &&
+      torch_release_facts(g.context().torch_version).cpu_sdpa_flash_without_dropout) {
+    impl = AttentionImpl::SdpaMath;
   }
   switch (impl) {
     case AttentionImpl::Eager: return eager_attention(g, name, q, k, v, shape);

@@ -102,6 +102,11 @@ struct AttentionShape {
   int64_t sdpa_mask_last = 1;
   // The result stays SDPA's [b, heads, s, d] (no transpose(1, 2).contiguous() copy after it).
   bool heads_first = false;
+  // SDPA's enable_gqa: k and v have kv_heads (dividing heads); 0 means heads.
+  int64_t kv_heads = 0;
+  // The call's own dropout_p (an SDPA call recorded by the capture), applied in training; below 0
+  // the scenario's `dropout` applies. On the CPU a call with dropout runs the math backend.
+  double dropout = -1.0;
 };
 // Scaled dot-product attention of q, k, v ([b, heads, s, d] views) with the scenario's
 // implementation (eager as nanoGPT writes it, SDPA math, flash, memory-efficient). Returns
