@@ -79,7 +79,7 @@ class Fsdp2Rank : public ParallelRank {
     accumulated_.assign(graph.parameters.size(), -1);
     if (config_.no_sync && scenario.grad_accum_steps < 2) {
       throw InputError(SourceLocation{}, "parallel.fsdp2.no_sync",
-                       "set_requires_gradient_sync(False) skips the reduce-scatter of every micro-batch but the "
+                       "parallel.fsdp2.no_sync: set_requires_gradient_sync(False) skips the reduce-scatter of every micro-batch but the "
                        "last, and with grad_accum_steps 1 there is only the last: set grad_accum_steps above 1 or "
                        "drop no_sync");
     }

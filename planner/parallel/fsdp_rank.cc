@@ -81,7 +81,7 @@ class FsdpRank : public ParallelRank {
     }
     if (fsdp_.no_sync && scenario.grad_accum_steps < 2) {
       throw InputError(SourceLocation{}, "parallel.fsdp.no_sync",
-                       "no_sync() skips the reduce-scatter of every micro-batch but the last, and with "
+                       "parallel.fsdp.no_sync: no_sync() skips the reduce-scatter of every micro-batch but the last, and with "
                        "grad_accum_steps 1 there is only the last: set grad_accum_steps above 1 or drop no_sync");
     }
     for (size_t g = 0; g < count; ++g) {
