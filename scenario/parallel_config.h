@@ -38,6 +38,9 @@ struct FsdpConfig {
   // use_orig_params=True: the optimizer steps the original parameters (views into the flat
   // shard), so a unit may mix frozen and trainable parameters.
   bool use_orig_params = false;
+  // Gradient accumulation under model.no_sync() for every micro-batch but the last: the
+  // unsharded gradients stay on the device between micro-batches (planner/parallel/fsdp_rank.cc).
+  bool no_sync = false;
 };
 
 // torch.distributed.fsdp.fully_shard (FSDP2): per-parameter sharding on dim 0, one
@@ -53,6 +56,9 @@ struct Fsdp2Config {
   // offload_policy=CPUOffloadPolicy(): shards, sharded grads and the optimizer step on the host
   // (pinned: pin_memory=True is its default).
   bool cpu_offload = false;
+  // set_requires_gradient_sync(False) for every micro-batch but the last: the unsharded
+  // gradients (upcast to reduce_dtype) stay on the device between micro-batches.
+  bool no_sync = false;
 };
 
 // deepspeed/runtime/zero/offload_config.py: device none|cpu (nvme is not modelled).

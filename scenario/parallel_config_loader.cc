@@ -46,7 +46,7 @@ DdpConfig read_ddp(const YamlNode& node) {
 FsdpConfig read_fsdp(const YamlNode& node) {
   FsdpConfig fsdp;
   node.reject_unknown_keys({"sharding_strategy", "auto_wrap", "backward_prefetch", "forward_prefetch",
-                            "limit_all_gathers", "mixed_precision", "cpu_offload", "use_orig_params"});
+                            "limit_all_gathers", "mixed_precision", "cpu_offload", "use_orig_params", "no_sync"});
   std::string sharding = node.choice_or("sharding_strategy", "FULL_SHARD", {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"});
   fsdp.sharding_strategy = sharding == "FULL_SHARD"      ? FsdpSharding::FullShard
                            : sharding == "SHARD_GRAD_OP" ? FsdpSharding::ShardGradOp
@@ -61,6 +61,7 @@ FsdpConfig read_fsdp(const YamlNode& node) {
   fsdp.limit_all_gathers = node.bool_or("limit_all_gathers", true);
   fsdp.cpu_offload = node.bool_or("cpu_offload", false);
   fsdp.use_orig_params = node.bool_or("use_orig_params", false);
+  fsdp.no_sync = node.bool_or("no_sync", false);
   YamlNode mixed = node.child("mixed_precision");
   if (!mixed.is_missing()) {
     mixed.reject_unknown_keys({"param_dtype", "reduce_dtype"});
@@ -77,7 +78,8 @@ FsdpConfig read_fsdp(const YamlNode& node) {
 // fully_shard's options (torch.distributed.fsdp.fully_shard, PyTorch 2.4+; docs/distributed.md#fsdp2).
 Fsdp2Config read_fsdp2(const YamlNode& node, std::vector<std::string>& warnings) {
   Fsdp2Config fsdp2;
-  node.reject_unknown_keys({"reshard_after_forward", "mixed_precision", "offload_policy"});
+  node.reject_unknown_keys({"reshard_after_forward", "mixed_precision", "offload_policy", "no_sync"});
+  fsdp2.no_sync = node.bool_or("no_sync", false);
   YamlNode reshard = node.child("reshard_after_forward");
   if (!reshard.is_missing()) {
     const std::string text = reshard.is_scalar() ? reshard.as_string() : std::string();

@@ -30,10 +30,19 @@
 // stream (FSDPParam.all_gather_inputs: .to(device), then the cast to param_dtype) before the
 // all-gather output is allocated, and those copies are dropped after the copy-in; each
 // reduce-scatter output (and its cast) is copied to the host and freed.
+// no_sync (parallel.fsdp2.no_sync: set_requires_gradient_sync(False) on every micro-batch but
+// the last; torch 2.13 _fully_shard/_fsdp_param_group.py post_backward, `if not self.reduce_grads`):
+// the group reshards and each parameter keeps its unsharded .grad; where reduce_dtype differs from
+// the gradient's dtype the grad is upcast into unsharded_accumulated_grad and the low-precision one
+// dropped (_fsdp_param.py to_accumulated_grad_if_needed), later grads added into it and dropped
+// (accumulate_unsharded_grad_if_needed, at the start of each post_backward). The synced backward
+// copies the accumulated grad into the reduce-scatter input and frees it.
 // FSDP2 frees by waiting on CUDA events (stream waits, never record_stream) and makes no CPU
 // synchronization on this path, so every free takes effect where the CPU issues it and the
 // trace needs no sync events. By the end of backward the GPU is taken to have caught up.
 #include <algorithm>
+
+#include "base/input_error.h"
 
 #include "planner/optimizers.h"
 #include "planner/parallel/fsdp2_shards.h"
@@ -67,6 +76,13 @@ class Fsdp2Rank : public ParallelRank {
     pending_gather_.assign(count, -1);
     grad_.assign(count, -1);
     reduced_.assign(count, 0);
+    accumulated_.assign(graph.parameters.size(), -1);
+    if (config_.no_sync && scenario.grad_accum_steps < 2) {
+      throw InputError(SourceLocation{}, "parallel.fsdp2.no_sync",
+                       "parallel.fsdp2.no_sync: set_requires_gradient_sync(False) skips the reduce-scatter of every micro-batch but the "
+                       "last, and with grad_accum_steps 1 there is only the last: set grad_accum_steps above 1 or "
+                       "drop no_sync");
+    }
     starts_at_.assign(graph.ops.size(), -1);
     ends_at_.assign(graph.ops.size(), -1);
     for (size_t g = 0; g < count; ++g) {
@@ -140,8 +156,9 @@ class Fsdp2Rank : public ParallelRank {
     for (size_t g = 0; g < unsharded_.size(); ++g) reshard(g);
   }
 
-  void begin_backward(bool) override {
+  void begin_backward(bool last_micro_batch) override {
     backward_ = true;
+    reduce_grads_ = last_micro_batch || !config_.no_sync;
     std::fill(reduced_.begin(), reduced_.end(), 0);
     // The root's pre-backward hook (on the loss) runs first: its parameters are still
     // unsharded; it prefetches the last block.
@@ -265,15 +282,38 @@ class Fsdp2Rank : public ParallelRank {
   void post_backward(size_t g) {
     if (reduced_[g]) return;
     reduced_[g] = 1;
+    for (int32_t parameter : groups_.params[g]) {  // accumulate_unsharded_grad_if_needed
+      if (accumulated_[static_cast<size_t>(parameter)] >= 0 && model_->grad_slot[static_cast<size_t>(parameter)] >= 0) {
+        drop_grad(parameter);
+      }
+    }
+    if (!reduce_grads_) {
+      reshard(g);
+      if (reduce_bytes_ == gathered_bytes_) return;  // autograd keeps accumulating into .grad
+      for (int32_t parameter : groups_.params[g]) {  // to_accumulated_grad_if_needed
+        if (model_->grad_slot[static_cast<size_t>(parameter)] < 0) continue;
+        accumulated_[static_cast<size_t>(parameter)] =
+            writer_->alloc(intern(param_name(parameter) + ".unsharded_accumulated_grad"),
+                           param_numel(parameter) * reduce_bytes_, TensorCategory::Gradient);
+        drop_grad(parameter);
+      }
+      return;
+    }
     bool any_grad = false;
-    for (int32_t parameter : groups_.params[g]) any_grad = any_grad || model_->grad_slot[static_cast<size_t>(parameter)] >= 0;
+    for (int32_t parameter : groups_.params[g]) {
+      any_grad = any_grad || model_->grad_slot[static_cast<size_t>(parameter)] >= 0 ||
+                 accumulated_[static_cast<size_t>(parameter)] >= 0;
+    }
     reshard(g);
     if (!any_grad) return;
     free_slot(reduce_scatter_state_);
     const uint64_t shard = shards_.group_trainable_shard[g];
     reduce_scatter_state_ = writer_->alloc(intern("fsdp2." + group_label(g) + ".reduce_scatter_input"),
                                            world() * shard * reduce_bytes_, TensorCategory::Communication);
-    for (int32_t parameter : groups_.params[g]) drop_grad(parameter);  // after the copy-in
+    for (int32_t parameter : groups_.params[g]) {  // after the copy-in
+      drop_grad(parameter);
+      free_slot(accumulated_[static_cast<size_t>(parameter)]);
+    }
     const sim::StreamId caller = writer_->stream();
     writer_->set_stream(kFsdp2ReduceScatterStream);
     // With CPUOffloadPolicy the .grad is on the host: what the device holds is copied out and freed.
@@ -310,6 +350,8 @@ class Fsdp2Rank : public ParallelRank {
   uint64_t reduce_bytes_ = 4;
   bool training_ = true;
   bool backward_ = false;
+  bool reduce_grads_ = true;                      // false in a backward with set_requires_gradient_sync(False)
+  std::vector<int64_t> accumulated_;              // per parameter: its unsharded_accumulated_grad
   std::vector<std::vector<uint32_t>> unsharded_;  // per group: the unsharded parameters' slots
   std::vector<int64_t> pending_gather_;           // per group: an all-gather output not yet copied out
   int64_t all_gather_state_ = -1;                 // forward: the last copied-out output, freed by the next copy-out

@@ -19,6 +19,13 @@
 // whole unit (the frozen parts are zeros, as PyTorch's docs warn: gradient memory as if
 // nothing were frozen), while the optimizer steps only the trainable pieces of this rank's
 // slice (planner/parallel/fsdp_rank_shards.h).
+// no_sync (parallel.fsdp.no_sync): the micro-batches before the last run under model.no_sync(),
+// where the post-backward hook reshards the unit and returns before the reduce-scatter
+// (torch 2.13 distributed/fsdp/_runtime_utils.py _post_backward_hook: `_post_backward_reshard`
+// then `if not state._sync_gradients: return`), so each unit's unsharded gradient (the padded
+// flat_param.grad, in the gathered dtype) stays on the device and the next backward accumulates
+// into it (_flat_param.py prepare_gradient_for_backward: "Expects `.grad` to be the unsharded
+// gradient in `no_sync()`"); the last micro-batch reduce-scatters the sum.
 #include <algorithm>
 #include <deque>
 
@@ -71,6 +78,11 @@ class FsdpRank : public ParallelRank {
       if (!fsdp_.use_orig_params && trainable_count_[g] > 0 && trainable_count_[g] < groups_.params[g].size()) {
         refuse_mixed_unit(g);
       }
+    }
+    if (fsdp_.no_sync && scenario.grad_accum_steps < 2) {
+      throw InputError(SourceLocation{}, "parallel.fsdp.no_sync",
+                       "parallel.fsdp.no_sync: no_sync() skips the reduce-scatter of every micro-batch but the last, and with "
+                       "grad_accum_steps 1 there is only the last: set grad_accum_steps above 1 or drop no_sync");
     }
     for (size_t g = 0; g < count; ++g) {
       if (groups_.first_op[g] >= 0) starts_at_[static_cast<size_t>(groups_.first_op[g])] = static_cast<int32_t>(g);
@@ -143,7 +155,8 @@ class FsdpRank : public ParallelRank {
     for (size_t g = 0; g < gathered_.size(); ++g) reshard(g);
   }
 
-  void begin_backward(bool) override {
+  void begin_backward(bool last_micro_batch) override {
+    sync_gradients_ = last_micro_batch || !fsdp_.no_sync;
     std::fill(ready_.begin(), ready_.end(), 0);
     std::fill(reduced_.begin(), reduced_.end(), 0);
   }
@@ -168,7 +181,7 @@ class FsdpRank : public ParallelRank {
     if (++ready_[g] == trainable_count_[g] && static_cast<int32_t>(g) != groups_.root) post_backward(g);
   }
 
-  void end_backward(bool) override {
+  void end_backward(bool /*last_micro_batch*/) override {
     for (size_t g = 0; g < groups_.params.size(); ++g) post_backward(g);
     for (size_t g = 0; g < gathered_.size(); ++g) reshard(g);
     writer_->sync_device();
@@ -254,6 +267,10 @@ class FsdpRank : public ParallelRank {
   void post_backward(size_t g) {
     if (reduced_[g]) return;
     reduced_[g] = 1;
+    if (!sync_gradients_) {  // no_sync(): the unsharded gradient stays for the next micro-batch
+      if (static_cast<int32_t>(g) != groups_.root) reshard(g);
+      return;
+    }
     bool any_grad = false;
     for (int32_t parameter : groups_.params[g]) any_grad = any_grad || model_->grad_slot[static_cast<size_t>(parameter)] >= 0;
     if (any_grad) {
@@ -296,6 +313,7 @@ class FsdpRank : public ParallelRank {
   bool sharded_ = true;
   bool gathers_ = true;
   bool training_ = true;
+  bool sync_gradients_ = true;  // false in a backward under no_sync()
   std::vector<uint32_t> names_;
   std::vector<int64_t> gathered_;
   std::vector<int64_t> grad_shard_;
