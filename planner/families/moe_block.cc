@@ -10,7 +10,7 @@
 #include <string>
 
 #include "planner/ops/op_catalogue.h"
-#include "planner/parallel/expert_parallel_moe.h"
+#include "planner/families/expert_parallel_moe.h"
 #include "planner/transformers_release_facts.h"
 #include "scenario/model_families.h"
 
@@ -250,7 +250,7 @@ TensorId moe_block_forward(GraphBuilder& g, const MoeShape& shape, const MoeBloc
   }
   TensorId final_states =
       shape.expert_parallel > 1
-          ? parallel::expert_parallel_experts_forward(g, shape, block, flat, routing, hidden, tokens, k)
+          ? expert_parallel_experts_forward(g, shape, block, flat, routing, hidden, tokens, k)
           : ops::constant(g, "final_hidden_states", tokens * static_cast<uint64_t>(hidden), dtype);
   if (shape.expert_parallel == 1) {
     // expert_mask = one_hot(selected_experts, E).permute(2, 1, 0): int64 [E, k, tokens].

@@ -36,7 +36,7 @@ struct MoeShape {
   std::vector<int64_t> mlp_only_layers; // Qwen-MoE: layers that keep the dense MLP
   // transformers 5's 3-D experts run by grouped_mm (planner/transformers_release_facts.h).
   bool stacked = false;
-  // Ranks the experts are split across (planner/parallel/expert_parallel_moe.h): each holds
+  // Ranks the experts are split across (planner/families/expert_parallel_moe.h): each holds
   // experts / expert_parallel of them and the whole router.
   int64_t expert_parallel = 1;
 

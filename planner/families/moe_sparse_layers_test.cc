@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
 #include "planner/families/families.h"
 #include "planner/planner_test_support.h"
 
@@ -21,7 +23,9 @@ using oomcast::planner::families::parameter_count;
 namespace {
 
 std::string write_config(const std::string& folder, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "oomcast_moe_sparse_layers_test" / folder;
+  // Per process: ctest runs the cases side by side, and two cases may write the same config.
+  auto dir = std::filesystem::temp_directory_path() / "oomcast_moe_sparse_layers_test" /
+             std::to_string(::getpid()) / folder;
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << text;
   return dir.string();

@@ -159,7 +159,7 @@ Scenario rank_scenario(const Scenario& scenario, const MeshRank& rank) {
   }
   if (mesh.vocab_parallel) divide_dim(model, "vocab", tp);
   // The MoE block keeps the whole router and registers experts / EP of the experts
-  // (planner/parallel/expert_parallel_moe.h).
+  // (planner/families/expert_parallel_moe.h).
   if (mesh.expert_parallel > 1) model.dims["expert_parallel"] = mesh.expert_parallel;
   if (mesh.pipeline_parallel > 1) {
     model.dims["layers"] = rank.layers;

@@ -1,12 +1,12 @@
 // Expert parallelism per rank: the rank's experts and the whole router, the rows its experts
 // receive from the group, and the dispatch and combine all-to-alls in the graph
-// (planner/parallel/expert_parallel_moe.h; measured against real gloo runs by
+// (planner/families/expert_parallel_moe.h; measured against real gloo runs by
 // validate/expert_parallel_capture.py).
 #include <catch2/catch.hpp>
 
 #include "planner/jobs/mesh_job.h"
 #include "planner/jobs/training_job.h"
-#include "planner/parallel/expert_parallel_moe.h"
+#include "planner/families/expert_parallel_moe.h"
 #include "planner/parallel/mesh_rank.h"
 #include "planner/planner_test_support.h"
 
@@ -50,9 +50,9 @@ TEST_CASE("an expert-parallel rank holds experts / EP of the experts and the who
 }
 
 TEST_CASE("balanced routing sends a rank's experts tokens x top-k rows; the worst case more", "[parallel][mesh][expert]") {
-  CHECK(parallel::expert_parallel_received_rows(64, 4, 2, 2, true) == 128);
-  CHECK(parallel::expert_parallel_received_rows(64, 2, 2, 2, true) == 128);  // top-2 of 2: every token both
-  CHECK(parallel::expert_parallel_received_rows(64, 4, 2, 2, false) > 128);
+  CHECK(families::expert_parallel_received_rows(64, 4, 2, 2, true) == 128);
+  CHECK(families::expert_parallel_received_rows(64, 2, 2, 2, true) == 128);  // top-2 of 2: every token both
+  CHECK(families::expert_parallel_received_rows(64, 4, 2, 2, false) > 128);
 }
 
 TEST_CASE("every MoE layer of an expert-parallel rank dispatches and combines with an all-to-all each",

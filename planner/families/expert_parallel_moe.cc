@@ -4,14 +4,12 @@
 // all_to_all_single, the rows with torch.distributed._functional_collectives'
 // all_to_all_single_autograd, which allocates its output and, in backward, a new tensor for
 // the gradient of its input).
-#include "planner/parallel/expert_parallel_moe.h"
+#include "planner/families/expert_parallel_moe.h"
 
 #include <string>
 #include <vector>
 
-namespace oomcast::planner::parallel {
-
-using families::expert_token_counts;
+namespace oomcast::planner::families {
 
 uint64_t expert_parallel_received_rows(uint64_t tokens, int64_t experts, int64_t top_k, int64_t expert_parallel,
                                        bool balanced) {
@@ -23,7 +21,7 @@ uint64_t expert_parallel_received_rows(uint64_t tokens, int64_t experts, int64_t
   return rows;
 }
 
-TensorId expert_parallel_experts_forward(GraphBuilder& g, const families::MoeShape& shape,
+TensorId expert_parallel_experts_forward(GraphBuilder& g, const MoeShape& shape,
                                          const families::MoeBlock& block, TensorId flat, const ops::Routing& routing,
                                          int64_t hidden, uint64_t tokens, int64_t top_k) {
   const auto choices = tokens * static_cast<uint64_t>(top_k);
@@ -72,4 +70,4 @@ TensorId expert_parallel_experts_forward(GraphBuilder& g, const families::MoeSha
   return ops::index_add(g, "ep.index_add", final_states, token_of, weighted);
 }
 
-}  // namespace oomcast::planner::parallel
+}  // namespace oomcast::planner::families

@@ -8,7 +8,7 @@
 #include "planner/families/moe_block.h"
 #include "planner/ops/op_catalogue.h"
 
-namespace oomcast::planner::parallel {
+namespace oomcast::planner::families {
 
 // Rows a rank's local experts receive from the whole expert-parallel group: every rank
 // routes `tokens` x top_k choices; the busiest rank (the one holding expert 0, the busiest
@@ -24,8 +24,8 @@ uint64_t expert_parallel_received_rows(uint64_t tokens, int64_t experts, int64_t
 // tensor of the input's size), the local experts (one on every received row; several by HF's
 // where/gather/index_add_ loop), the combine all-to-all back to [tokens x k, hidden], the
 // routing weights gathered in that order and multiplied in, index_add_ into zeros.
-TensorId expert_parallel_experts_forward(GraphBuilder& g, const families::MoeShape& shape,
+TensorId expert_parallel_experts_forward(GraphBuilder& g, const MoeShape& shape,
                                          const families::MoeBlock& block, TensorId flat, const ops::Routing& routing,
                                          int64_t hidden, uint64_t tokens, int64_t top_k);
 
-}  // namespace oomcast::planner::parallel
+}  // namespace oomcast::planner::families
