@@ -71,7 +71,7 @@ AutocastTable parse_autocast_lists(const std::string& text, const std::string& n
 }
 
 AutocastClass autocast_class(const AutocastTable& table, std::string_view name) {
-  auto found = table.class_of.find(std::string(name));
+  auto found = table.class_of.find(name);
   return found == table.class_of.end() ? AutocastClass::None : found->second;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,7 +25,12 @@ const char* autocast_class_name(AutocastClass autocast);
 
 // One device's lists for one release, as read from a table: the listed ops' classes.
 struct AutocastTable {
-  std::unordered_map<std::string, AutocastClass> class_of;
+  // Looked up by string_view without building a string (asked once per planned op).
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
+  };
+  std::unordered_map<std::string, AutocastClass, NameHash, std::equal_to<>> class_of;
 };
 
 // Parses a lists table (the YAML's text; `name` is the file errors print) for `device` and

@@ -75,6 +75,14 @@ FsdpConfig read_fsdp(const YamlNode& node) {
   return fsdp;
 }
 
+// no_sync skips the gradient reduction of every micro-batch but the last; with one micro-batch
+// there is nothing to skip, so the key would silently do nothing: refused at its line.
+void refuse_no_sync_without_accumulation(const YamlNode& no_sync, const Scenario& scenario) {
+  if (scenario.grad_accum_steps >= 2) return;
+  no_sync.fail("'" + no_sync.path() + "' skips the gradient reduce-scatter of every micro-batch but the last, and "
+               "with grad_accum_steps 1 there is only the last: set grad_accum_steps above 1 or drop no_sync");
+}
+
 // fully_shard's options (torch.distributed.fsdp.fully_shard, PyTorch 2.4+; docs/distributed.md#fsdp2).
 Fsdp2Config read_fsdp2(const YamlNode& node, std::vector<std::string>& warnings) {
   Fsdp2Config fsdp2;
@@ -300,12 +308,14 @@ void read_parallel_section(const YamlNode& root, const std::string& base_dir, Sc
   if (parallel.engine == ParallelEngine::Ddp) parallel.ddp = read_ddp(node.child("ddp"));
   if (parallel.engine == ParallelEngine::Fsdp) {
     parallel.fsdp = read_fsdp(node.child("fsdp"));
+    if (parallel.fsdp.no_sync) refuse_no_sync_without_accumulation(node.child("fsdp").child("no_sync"), scenario);
     if (parallel.fsdp.mixed_precision && parallel.fsdp.param_dtype != FloatDtype::Float32) {
       require_half_parameters(root, scenario, "fsdp.mixed_precision.param_dtype");
     }
   }
   if (parallel.engine == ParallelEngine::Fsdp2) {
     parallel.fsdp2 = read_fsdp2(node.child("fsdp2"), parallel.warnings);
+    if (parallel.fsdp2.no_sync) refuse_no_sync_without_accumulation(node.child("fsdp2").child("no_sync"), scenario);
     if (parallel.fsdp2.mixed_precision && parallel.fsdp2.param_dtype != FloatDtype::Float32) {
       require_half_parameters(root, scenario, "fsdp2.mixed_precision.param_dtype");
     }

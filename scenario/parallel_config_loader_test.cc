@@ -172,3 +172,23 @@ TEST_CASE("FSDP use_orig_params is off unless written, and LoRA is accepted with
     CHECK(s.job.training.lora.enabled);
   }
 }
+
+TEST_CASE("no_sync with a single micro-batch is refused at its own line in FSDP and FSDP2 sections", "[parallel][loader]") {
+  for (const std::string engine : {"fsdp", "fsdp2"}) {
+    INFO(engine);
+    try {
+      load_scenario_text("model: gpt2\nbatch_size: 1\nseq_len: 64\nparallel:\n  world_size: 2\n  " + engine +
+                             ":\n    no_sync: true\n",
+                         "x.yaml");
+      FAIL("expected an error");
+    } catch (const InputError& error) {
+      CHECK(error.where().line == 7);
+      CHECK(error.key() == "parallel." + engine + ".no_sync");
+      CHECK(std::string(error.what()).find("grad_accum_steps") != std::string::npos);
+    }
+  }
+  CHECK(load_scenario_text("model: gpt2\nbatch_size: 1\nseq_len: 64\ngrad_accum_steps: 2\nparallel:\n  world_size: 2\n"
+                           "  fsdp2: {no_sync: true}\n",
+                           "x.yaml")
+            .parallel.fsdp2.no_sync);
+}
